@@ -1,0 +1,358 @@
+// tactician check PATH [--json]: run test directories and compare with expected outputs.
+//
+// Each test runs in a child process (fork) so that a crash or a hang in one test is recorded
+// as that test's result and the suite goes on; up to -j tests run at once.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "cli/args.h"
+#include "io/onnx_import.h"
+#include "io/test_case.h"
+#include "reference/compare.h"
+#include "reference/interpreter.h"
+
+namespace tac::cli {
+
+namespace {
+
+enum class Outcome { pass, fail, unsupported, error, crash, timeout };
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::pass: return "PASS";
+    case Outcome::fail: return "FAIL";
+    case Outcome::unsupported: return "UNSUPPORTED";
+    case Outcome::error: return "ERROR";
+    case Outcome::crash: return "CRASH";
+    case Outcome::timeout: return "TIMEOUT";
+  }
+  return "?";
+}
+
+struct TestResult {
+  std::string name;
+  Outcome outcome = Outcome::crash;
+  std::string message;
+  std::vector<std::string> ops;
+};
+
+void collect_ops(const ir::Graph& g, std::set<std::string>& ops) {
+  for (const ir::Node& n : g.nodes) {
+    ops.insert(n.domain.empty() ? n.op_type : n.domain + "." + n.op_type);
+    for (const auto& [key, a] : n.attrs) {
+      if (a.g) collect_ops(*a.g, ops);
+      for (const auto& sg : a.graphs) collect_ops(*sg, ops);
+    }
+  }
+}
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+Outcome outcome_of(const Status& s) {
+  return s.kind() == ErrorKind::unsupported ? Outcome::unsupported : Outcome::error;
+}
+
+// Runs one test directory in this process; writes "ops ..." and "result ..." lines to `out`.
+void run_one(const std::string& dir, const ref::Tolerance& tol, FILE* out) {
+  auto finish = [&](Outcome o, const std::string& msg) {
+    std::fprintf(out, "result %s %s\n", outcome_name(o), one_line(msg).c_str());
+    std::fflush(out);
+  };
+  auto model = io::load_model(dir + "/model.onnx");
+  if (!model) return finish(outcome_of(model.status()), model.status().to_string());
+  std::set<std::string> ops;
+  collect_ops(model->graph, ops);
+  std::fprintf(out, "ops");
+  for (const auto& op : ops) std::fprintf(out, " %s", op.c_str());
+  std::fprintf(out, "\n");
+  std::fflush(out);
+  auto missing = ref::unsupported_nodes(model->graph);
+  if (!missing.empty()) return finish(Outcome::unsupported, missing[0]->label() + ": op not supported");
+  auto sets = io::load_test_data(*model, dir);
+  if (!sets) return finish(outcome_of(sets.status()), sets.status().to_string());
+  if (sets->empty()) return finish(Outcome::error, "no test_data_set_* directories");
+  for (const io::TestDataSet& ds : *sets) {
+    auto outs = ref::run_model(*model, ds.inputs);
+    if (!outs) return finish(outcome_of(outs.status()), outs.status().to_string());
+    if (outs->size() < ds.outputs.size())
+      return finish(Outcome::fail, "the model computed " + std::to_string(outs->size()) + " outputs, expected " +
+                                       std::to_string(ds.outputs.size()));
+    for (size_t k = 0; k < ds.outputs.size(); ++k) {
+      std::string diff = ref::compare_datum((*outs)[k], ds.outputs[k], tol);
+      if (!diff.empty()) {
+        std::string name = model->graph.values[static_cast<size_t>(model->graph.outputs[k])].name;
+        return finish(Outcome::fail, std::filesystem::path(ds.dir).filename().string() + " output '" + name +
+                                         "': " + diff);
+      }
+    }
+  }
+  finish(Outcome::pass, "");
+}
+
+void parse_child_output(const std::string& text, TestResult& r) {
+  std::istringstream is(text);
+  std::string line;
+  bool have_result = false;
+  while (std::getline(is, line)) {
+    if (line.rfind("ops", 0) == 0) {
+      std::istringstream ls(line.substr(3));
+      std::string op;
+      while (ls >> op) r.ops.push_back(op);
+    } else if (line.rfind("result ", 0) == 0) {
+      std::string rest = line.substr(7);
+      std::string word = rest.substr(0, rest.find(' '));
+      r.message = rest.size() > word.size() ? rest.substr(word.size() + 1) : "";
+      for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::unsupported, Outcome::error})
+        if (word == outcome_name(o)) r.outcome = o;
+      have_result = true;
+    }
+  }
+  if (!have_result) r.outcome = Outcome::crash;
+}
+
+struct Child {
+  pid_t pid;
+  int fd;
+  size_t index;
+  std::string buffer;
+  std::chrono::steady_clock::time_point start;
+  bool killed = false;
+};
+
+std::vector<TestResult> run_all(const std::vector<std::string>& dirs, const ref::Tolerance& tol, int jobs,
+                                double timeout_s, bool fork_tests) {
+  std::vector<TestResult> results(dirs.size());
+  for (size_t i = 0; i < dirs.size(); ++i) results[i].name = std::filesystem::path(dirs[i]).filename().string();
+  if (!fork_tests) {
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      FILE* mem = std::tmpfile();
+      run_one(dirs[i], tol, mem);
+      std::rewind(mem);
+      std::string text;
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, mem)) > 0) text.append(buf, n);
+      std::fclose(mem);
+      parse_child_output(text, results[i]);
+    }
+    return results;
+  }
+  std::vector<Child> running;
+  size_t next = 0;
+  while (next < dirs.size() || !running.empty()) {
+    while (next < dirs.size() && static_cast<int>(running.size()) < jobs) {
+      int fds[2];
+      if (pipe(fds) != 0) {
+        results[next].outcome = Outcome::error;
+        results[next].message = "pipe() failed";
+        ++next;
+        continue;
+      }
+      std::fflush(stdout);
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        FILE* out = fdopen(fds[1], "w");
+        run_one(dirs[next], tol, out);
+        std::fclose(out);
+        _exit(0);
+      }
+      close(fds[1]);
+      running.push_back(Child{pid, fds[0], next, {}, std::chrono::steady_clock::now()});
+      ++next;
+    }
+    std::vector<pollfd> pfds;
+    for (const Child& c : running) pfds.push_back(pollfd{c.fd, POLLIN, 0});
+    poll(pfds.data(), pfds.size(), 200);
+    for (size_t k = 0; k < running.size();) {
+      Child& c = running[k];
+      bool done = false;
+      if (pfds[k].revents & (POLLIN | POLLHUP | POLLERR)) {
+        char buf[4096];
+        ssize_t n = read(c.fd, buf, sizeof buf);
+        if (n > 0) c.buffer.append(buf, static_cast<size_t>(n));
+        else done = true;
+      }
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count();
+      if (!done && !c.killed && elapsed > timeout_s) {
+        kill(c.pid, SIGKILL);
+        c.killed = true;
+      }
+      if (done) {
+        int wstatus = 0;
+        waitpid(c.pid, &wstatus, 0);
+        close(c.fd);
+        TestResult& r = results[c.index];
+        parse_child_output(c.buffer, r);
+        if (c.killed) {
+          r.outcome = Outcome::timeout;
+          r.message = "killed after " + std::to_string(static_cast<int>(timeout_s)) + " s";
+        } else if (r.outcome == Outcome::crash) {
+          r.message = WIFSIGNALED(wstatus) ? std::string("signal ") + strsignal(WTERMSIG(wstatus))
+                                           : "exit code " + std::to_string(WEXITSTATUS(wstatus));
+        }
+        running.erase(running.begin() + static_cast<long>(k));
+        pfds.erase(pfds.begin() + static_cast<long>(k));
+      } else {
+        ++k;
+      }
+    }
+  }
+  return results;
+}
+
+std::set<std::string> read_name_list(const std::string& path, bool& ok) {
+  std::set<std::string> names;
+  std::ifstream in(path);
+  ok = static_cast<bool>(in);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    names.insert(line);
+  }
+  return names;
+}
+
+}  // namespace
+
+int cmd_check(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const char* help =
+      "usage: tactician check PATH [options]\n"
+      "PATH is a test directory (model.onnx + test_data_set_*/input_K.pb, output_K.pb) or a folder of them.\n"
+      "Runs each model with the reference interpreter on each data set and compares every output.\n"
+      "  --rtol X, --atol X     tolerance |got-expected| <= atol + rtol*|expected| (default 1e-3, 1e-7)\n"
+      "  --json                 the last line of stdout is a JSON summary\n"
+      "  --verbose              print every test, not only those that do not pass\n"
+      "  --filter SUBSTR        only tests whose name contains SUBSTR\n"
+      "  -j N / --jobs N        tests run at once (default: number of CPUs)\n"
+      "  --timeout S            seconds per test before it is killed (default 120)\n"
+      "  --expect-pass FILE     fail (exit 1) only when a test listed in FILE does not pass\n"
+      "  --write-pass FILE      write the names of the passing tests to FILE\n"
+      "  --markdown FILE        write the per-op table as Markdown to FILE\n"
+      "  --no-fork              run tests in this process (debugging)\n";
+  std::vector<char*> argv2(argv, argv + argc);
+  for (auto& a : argv2)
+    if (std::string(a) == "-j") a = const_cast<char*>("--jobs");
+  if (!parse_args(argc, argv2.data(), 2,
+                  {"--rtol", "--atol", "--filter", "--jobs", "--timeout", "--expect-pass", "--write-pass", "--markdown"},
+                  {"--json", "--verbose", "--no-fork", "--help"}, args, err) ||
+      args.positional.size() != 1 || args.has("--help")) {
+    if (!err.empty()) std::fprintf(stderr, "tactician check: %s\n", err.c_str());
+    std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
+    return args.has("--help") ? 0 : 2;
+  }
+  ref::Tolerance tol;
+  tol.rtol = std::strtod(args.get("--rtol", "1e-3").c_str(), nullptr);
+  tol.atol = std::strtod(args.get("--atol", "1e-7").c_str(), nullptr);
+  long hw = sysconf(_SC_NPROCESSORS_ONLN);
+  int jobs = std::max(1, std::atoi(args.get("--jobs", std::to_string(hw > 0 ? hw : 1)).c_str()));
+  double timeout_s = std::strtod(args.get("--timeout", "120").c_str(), nullptr);
+  const std::string path = args.positional[0];
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    std::fprintf(stderr, "tactician check: %s is not a directory\n", path.c_str());
+    return 2;
+  }
+  std::vector<std::string> dirs = io::find_test_dirs(path);
+  if (args.has("--filter")) {
+    std::string f = args.get("--filter");
+    std::erase_if(dirs, [&](const std::string& d) { return std::filesystem::path(d).filename().string().find(f) == std::string::npos; });
+  }
+  if (dirs.empty()) {
+    std::fprintf(stderr, "tactician check: no test directories (model.onnx + test_data_set_*) under %s\n", path.c_str());
+    return 2;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<TestResult> results = run_all(dirs, tol, jobs, timeout_s, !args.has("--no-fork"));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Per-op table: a test counts for every op type its model uses.
+  struct Row { int tests = 0, pass = 0, fail = 0, unsup = 0, error = 0; };
+  std::map<std::string, Row> table;
+  int n_pass = 0, n_fail = 0, n_unsup = 0, n_error = 0, n_crash = 0;
+  for (const TestResult& r : results) {
+    switch (r.outcome) {
+      case Outcome::pass: ++n_pass; break;
+      case Outcome::fail: ++n_fail; break;
+      case Outcome::unsupported: ++n_unsup; break;
+      case Outcome::error: ++n_error; break;
+      case Outcome::crash:
+      case Outcome::timeout: ++n_error; ++n_crash; break;
+    }
+    for (const std::string& op : r.ops) {
+      Row& row = table[op];
+      ++row.tests;
+      if (r.outcome == Outcome::pass) ++row.pass;
+      else if (r.outcome == Outcome::fail) ++row.fail;
+      else if (r.outcome == Outcome::unsupported) ++row.unsup;
+      else ++row.error;
+    }
+    if (r.outcome != Outcome::pass || args.has("--verbose"))
+      std::printf("%-11s %s%s%s\n", outcome_name(r.outcome), r.name.c_str(), r.message.empty() ? "" : "  ",
+                  r.message.c_str());
+  }
+  std::printf("\n%-32s %6s %6s %6s %6s %6s\n", "op", "tests", "pass", "fail", "unsup", "error");
+  for (const auto& [op, row] : table)
+    std::printf("%-32s %6d %6d %6d %6d %6d\n", op.c_str(), row.tests, row.pass, row.fail, row.unsup, row.error);
+  std::printf("\n%zu tests in %.1f s: %d passed, %d failed, %d unsupported, %d errors (%d crashed or timed out)\n",
+              results.size(), secs, n_pass, n_fail, n_unsup, n_error, n_crash);
+
+  if (args.has("--markdown")) {
+    std::ofstream md(args.get("--markdown"));
+    md << "| op | tests | pass | fail | unsupported | error |\n| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& [op, row] : table)
+      md << "| " << op << " | " << row.tests << " | " << row.pass << " | " << row.fail << " | " << row.unsup << " | "
+         << row.error << " |\n";
+  }
+  if (args.has("--write-pass")) {
+    std::ofstream wp(args.get("--write-pass"));
+    wp << "# tests that pass: `tactician check --expect-pass` fails when one of them stops passing\n";
+    for (const TestResult& r : results)
+      if (r.outcome == Outcome::pass) wp << r.name << "\n";
+  }
+  int rc = (n_fail + n_error) > 0 ? 1 : 0;
+  if (args.has("--expect-pass")) {
+    bool ok = false;
+    std::set<std::string> expected = read_name_list(args.get("--expect-pass"), ok);
+    if (!ok) {
+      std::fprintf(stderr, "tactician check: cannot read %s\n", args.get("--expect-pass").c_str());
+      return 2;
+    }
+    std::set<std::string> seen;
+    rc = 0;
+    for (const TestResult& r : results) {
+      seen.insert(r.name);
+      if (expected.count(r.name) && r.outcome != Outcome::pass) {
+        std::printf("REGRESSION  %s: %s %s\n", r.name.c_str(), outcome_name(r.outcome), r.message.c_str());
+        rc = 1;
+      }
+    }
+    if (!args.has("--filter"))
+      for (const std::string& name : expected)
+        if (!seen.count(name)) {
+          std::printf("REGRESSION  %s: listed as passing but not found\n", name.c_str());
+          rc = 1;
+        }
+  }
+  if (args.has("--json"))
+    std::printf("{\"passed\": %d, \"failed\": %d, \"unsupported\": %d, \"errors\": %d, \"crashed\": %d, \"total\": %zu}\n",
+                n_pass, n_fail, n_unsup, n_error, n_crash, results.size());
+  return rc;
+}
+
+}  // namespace tac::cli

@@ -1,0 +1,170 @@
+// tactician run MODEL.onnx [--input NAME=FILE]... [--random-inputs] --output-dir DIR
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "cli/args.h"
+#include "io/onnx_import.h"
+#include "io/tensor_io.h"
+#include "reference/interpreter.h"
+
+namespace tac::cli {
+
+namespace {
+
+// Seeded random data of the declared type; symbolic dims take --dim values (default 1).
+Result<Tensor> random_tensor(const ir::Value& v, const std::map<std::string, int64_t>& dims, std::mt19937_64& rng) {
+  if (v.type.kind != ir::ValueKind::tensor)
+    return unsupported("input '" + v.name + "': random data for sequences and optionals is not supported");
+  if (v.type.dtype == DType::undefined) return invalid_argument("input '" + v.name + "' has no declared type");
+  if (!v.type.has_shape) return invalid_argument("input '" + v.name + "' has no declared shape; give it with --input");
+  Shape shape;
+  for (const ir::Dim& d : v.type.dims) {
+    if (d.known()) shape.push_back(d.value);
+    else if (auto it = dims.find(d.symbol); it != dims.end()) shape.push_back(it->second);
+    else shape.push_back(1);
+  }
+  TAC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(v.type.dtype, shape));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 9);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dtype_is_float(t.dtype())) t.set_f64(i, normal(rng));
+    else if (t.dtype() == DType::boolean) t.set_i64(i, small(rng) & 1);
+    else t.set_i64(i, small(rng));
+  }
+  return t;
+}
+
+std::string file_name_for(const std::string& value_name) {
+  std::string s;
+  for (char c : value_name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  return s.empty() ? "output" : s;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const char* help =
+      "usage: tactician run MODEL.onnx [--input NAME=FILE.pb|FILE.npy]... [--random-inputs [--seed S]\n"
+      "                     [--dim SYMBOL=N]...] [--output-dir DIR [--format pb|npy]]\n"
+      "Runs the model with the reference interpreter and writes every output to DIR as\n"
+      "<output name>.pb (ONNX TensorProto) or .npy.\n"
+      "  --input NAME=FILE   a graph input from a .pb (TensorProto) or .npy file\n"
+      "  --random-inputs     fill inputs not given with seeded random data of the declared type/shape\n"
+      "  --seed S            seed for --random-inputs (default 0)\n"
+      "  --dim SYMBOL=N      value of a symbolic dimension for random inputs (default 1)\n";
+  if (!parse_args(argc, argv, 2, {"--input", "--output-dir", "--format", "--seed", "--dim"},
+                  {"--random-inputs", "--help"}, args, err) ||
+      args.positional.size() != 1 || args.has("--help")) {
+    if (!err.empty()) std::fprintf(stderr, "tactician run: %s\n", err.c_str());
+    std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
+    return args.has("--help") ? 0 : 2;
+  }
+  std::string format = args.get("--format", "pb");
+  if (format != "pb" && format != "npy") {
+    std::fprintf(stderr, "tactician run: --format must be pb or npy, got '%s'\n", format.c_str());
+    return 2;
+  }
+  auto loaded = io::load_model(args.positional[0]);
+  if (!loaded) {
+    std::fprintf(stderr, "tactician run: %s\n", loaded.status().to_string().c_str());
+    return 1;
+  }
+  const ir::Model& m = *loaded;
+  const ir::Graph& g = m.graph;
+
+  std::map<std::string, std::string> given;
+  for (const std::string& kv : args.all("--input")) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) {
+      std::fprintf(stderr, "tactician run: --input takes NAME=FILE, got '%s'\n", kv.c_str());
+      return 2;
+    }
+    std::string name = kv.substr(0, eq);
+    bool known = false;
+    for (int v : g.inputs) known |= g.values[static_cast<size_t>(v)].name == name;
+    if (!known) {
+      std::fprintf(stderr, "tactician run: the model has no input named '%s'\n", name.c_str());
+      return 2;
+    }
+    given[name] = kv.substr(eq + 1);
+  }
+  std::map<std::string, int64_t> dims;
+  for (const std::string& kv : args.all("--dim")) {
+    auto eq = kv.find('=');
+    char* end = nullptr;
+    long long n = eq == std::string::npos ? -1 : std::strtoll(kv.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || n < 0 || (end && *end)) {
+      std::fprintf(stderr, "tactician run: --dim takes SYMBOL=N with N >= 0, got '%s'\n", kv.c_str());
+      return 2;
+    }
+    dims[kv.substr(0, eq)] = n;
+  }
+  std::mt19937_64 rng(std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10));
+  std::vector<Datum> inputs;
+  for (int vid : g.inputs) {
+    const ir::Value& v = g.values[static_cast<size_t>(vid)];
+    if (auto it = given.find(v.name); it != given.end()) {
+      auto d = io::load_datum(it->second, v.type);
+      if (!d) {
+        std::fprintf(stderr, "tactician run: input '%s': %s\n", v.name.c_str(), d.status().to_string().c_str());
+        return 1;
+      }
+      inputs.push_back(std::move(d).value());
+    } else if (args.has("--random-inputs")) {
+      auto t = random_tensor(v, dims, rng);
+      if (!t) {
+        std::fprintf(stderr, "tactician run: %s\n", t.status().to_string().c_str());
+        return 1;
+      }
+      inputs.push_back(Datum(std::move(t).value()));
+    } else {
+      std::fprintf(stderr, "tactician run: input '%s' (%s) is not given; use --input %s=FILE or --random-inputs\n",
+                   v.name.c_str(), v.type.to_string().c_str(), v.name.c_str());
+      return 2;
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto outs = ref::run_model(m, inputs);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!outs) {
+    std::fprintf(stderr, "tactician run: %s\n", outs.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("ran %s with the reference interpreter in %.1f ms\n", m.path.c_str(), ms);
+  std::string dir = args.get("--output-dir");
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "tactician run: cannot create %s: %s\n", dir.c_str(), ec.message().c_str());
+      return 1;
+    }
+  }
+  for (size_t i = 0; i < outs->size(); ++i) {
+    const std::string& name = g.values[static_cast<size_t>(g.outputs[i])].name;
+    const Datum& d = (*outs)[i];
+    if (d.kind != Datum::Kind::tensor) {
+      std::printf("  %-24s %s\n", name.c_str(), d.kind == Datum::Kind::sequence ? "sequence" : "empty optional");
+      continue;
+    }
+    const Tensor& t = d.tensor;
+    std::printf("  %-24s %s%s", name.c_str(), dtype_name(t.dtype()).c_str(), shape_to_string(t.shape()).c_str());
+    for (int64_t k = 0; k < std::min<int64_t>(t.numel(), 5); ++k) std::printf(" %.6g", t.get_f64(k));
+    std::printf(t.numel() > 5 ? " ...\n" : "\n");
+    if (dir.empty()) continue;
+    std::string path = dir + "/" + file_name_for(name) + "." + format;
+    Status st = format == "pb" ? io::save_tensor_pb(t, name, path) : io::save_npy(t, path);
+    if (!st) {
+      std::fprintf(stderr, "tactician run: %s\n", st.to_string().c_str());
+      return 1;
+    }
+  }
+  if (!dir.empty()) std::printf("outputs written to %s\n", dir.c_str());
+  return 0;
+}
+
+}  // namespace tac::cli

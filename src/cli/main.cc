@@ -1,0 +1,80 @@
+// `tactician <command> ...`: one binary, one file per subcommand.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/args.h"
+
+namespace tac::cli {
+
+bool parse_args(int argc, char** argv, int first, const std::set<std::string>& with_value,
+                const std::set<std::string>& booleans, Args& out, std::string& error) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 2 && a.rfind("--", 0) == 0) {
+      std::string key = a, val;
+      bool has_val = false;
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        key = a.substr(0, eq);
+        val = a.substr(eq + 1);
+        has_val = true;
+      }
+      if (booleans.count(key) && !has_val) {
+        out.switches.insert(key);
+      } else if (with_value.count(key)) {
+        if (!has_val) {
+          if (i + 1 >= argc) {
+            error = "flag " + key + " needs a value";
+            return false;
+          }
+          val = argv[++i];
+        }
+        out.values[key].push_back(val);
+      } else {
+        error = "unknown flag " + key;
+        return false;
+      }
+    } else {
+      out.positional.push_back(a);
+    }
+  }
+  return true;
+}
+
+}  // namespace tac::cli
+
+namespace {
+void usage(FILE* f) {
+  std::fprintf(f,
+               "tactician " TAC_VERSION " - an ONNX inference compiler with a global performance tuner\n\n"
+               "usage: tactician <command> [options]\n\n"
+               "commands:\n"
+               "  info MODEL.onnx             inputs, outputs, opsets, ops, parameters, unsupported ops\n"
+               "  run MODEL.onnx [options]    run the model, write its outputs (.pb or .npy)\n"
+               "  check PATH [--json]         run test directories (model.onnx + test_data_set_*) and\n"
+               "                              compare with their expected outputs\n\n"
+               "`tactician <command> --help` describes a command's options.\n");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "info") return tac::cli::cmd_info(argc, argv);
+  if (cmd == "run") return tac::cli::cmd_run(argc, argv);
+  if (cmd == "check") return tac::cli::cmd_check(argc, argv);
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::printf("tactician %s\n", TAC_VERSION);
+    return 0;
+  }
+  std::fprintf(stderr, "tactician: unknown command '%s'\n\n", cmd.c_str());
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,141 @@
+#include <cmath>
+#include <limits>
+
+#include "tactician/tensor.h"
+
+namespace tac {
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_to_string(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+Result<Tensor> Tensor::create(DType dtype, Shape shape) {
+  size_t es = dtype_size(dtype);
+  if (es == 0) return unsupported("data type " + dtype_name(dtype) + " is not supported");
+  int64_t n = shape_numel(shape);
+  if (n < 0) return invalid_model("tensor shape " + shape_to_string(shape) + " is invalid or too large");
+  if (static_cast<uint64_t>(n) > kMaxBytes / es)
+    return invalid_model("tensor of shape " + shape_to_string(shape) + " and type " + dtype_name(dtype) +
+                         " exceeds the size limit");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = n;
+  // Always allocate at least one byte so that raw() of an empty tensor is a valid pointer.
+  t.data_ = std::shared_ptr<std::byte[]>(new std::byte[std::max<size_t>(1, static_cast<size_t>(n) * es)]());
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = *this;
+  if (data_) {
+    size_t b = std::max<size_t>(1, bytes());
+    t.data_ = std::shared_ptr<std::byte[]>(new std::byte[b]);
+    std::memcpy(t.data_.get(), data_.get(), b);
+  }
+  return t;
+}
+
+double Tensor::get_f64(int64_t i) const {
+  switch (dtype_) {
+    case DType::float32: return data<float>()[i];
+    case DType::float64: return data<double>()[i];
+    case DType::float16: return static_cast<float>(data<Float16>()[i]);
+    case DType::bfloat16: return static_cast<float>(data<BFloat16>()[i]);
+    case DType::int8: return data<int8_t>()[i];
+    case DType::int16: return data<int16_t>()[i];
+    case DType::int32: return data<int32_t>()[i];
+    case DType::int64: return static_cast<double>(data<int64_t>()[i]);
+    case DType::uint8: return data<uint8_t>()[i];
+    case DType::uint16: return data<uint16_t>()[i];
+    case DType::uint32: return data<uint32_t>()[i];
+    case DType::uint64: return static_cast<double>(data<uint64_t>()[i]);
+    case DType::boolean: return data<uint8_t>()[i] ? 1.0 : 0.0;
+    default: return 0.0;
+  }
+}
+
+namespace {
+// Float -> integer conversion as C does (truncation), saturating instead of UB when out of range.
+template <class T>
+T saturate_cast(double v) {
+  if (std::isnan(v)) return T(0);
+  constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
+  constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
+  if (v <= lo) return std::numeric_limits<T>::min();
+  if (v >= hi) return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
+}
+}  // namespace
+
+void Tensor::set_f64(int64_t i, double v) {
+  switch (dtype_) {
+    case DType::float32: data<float>()[i] = static_cast<float>(v); break;
+    case DType::float64: data<double>()[i] = v; break;
+    case DType::float16: data<Float16>()[i] = Float16(static_cast<float>(v)); break;
+    case DType::bfloat16: data<BFloat16>()[i] = BFloat16(static_cast<float>(v)); break;
+    case DType::int8: data<int8_t>()[i] = saturate_cast<int8_t>(v); break;
+    case DType::int16: data<int16_t>()[i] = saturate_cast<int16_t>(v); break;
+    case DType::int32: data<int32_t>()[i] = saturate_cast<int32_t>(v); break;
+    case DType::int64: data<int64_t>()[i] = saturate_cast<int64_t>(v); break;
+    case DType::uint8: data<uint8_t>()[i] = saturate_cast<uint8_t>(v); break;
+    case DType::uint16: data<uint16_t>()[i] = saturate_cast<uint16_t>(v); break;
+    case DType::uint32: data<uint32_t>()[i] = saturate_cast<uint32_t>(v); break;
+    case DType::uint64: data<uint64_t>()[i] = saturate_cast<uint64_t>(v); break;
+    case DType::boolean: data<uint8_t>()[i] = v != 0.0 ? 1 : 0; break;
+    default: break;
+  }
+}
+
+int64_t Tensor::get_i64(int64_t i) const {
+  switch (dtype_) {
+    case DType::int8: return data<int8_t>()[i];
+    case DType::int16: return data<int16_t>()[i];
+    case DType::int32: return data<int32_t>()[i];
+    case DType::int64: return data<int64_t>()[i];
+    case DType::uint8: return data<uint8_t>()[i];
+    case DType::uint16: return data<uint16_t>()[i];
+    case DType::uint32: return data<uint32_t>()[i];
+    case DType::uint64: return static_cast<int64_t>(data<uint64_t>()[i]);
+    case DType::boolean: return data<uint8_t>()[i] ? 1 : 0;
+    default: return saturate_cast<int64_t>(get_f64(i));
+  }
+}
+
+void Tensor::set_i64(int64_t i, int64_t v) {
+  switch (dtype_) {
+    case DType::int8: data<int8_t>()[i] = static_cast<int8_t>(v); break;
+    case DType::int16: data<int16_t>()[i] = static_cast<int16_t>(v); break;
+    case DType::int32: data<int32_t>()[i] = static_cast<int32_t>(v); break;
+    case DType::int64: data<int64_t>()[i] = v; break;
+    case DType::uint8: data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
+    case DType::uint16: data<uint16_t>()[i] = static_cast<uint16_t>(v); break;
+    case DType::uint32: data<uint32_t>()[i] = static_cast<uint32_t>(v); break;
+    case DType::uint64: data<uint64_t>()[i] = static_cast<uint64_t>(v); break;
+    case DType::boolean: data<uint8_t>()[i] = v != 0 ? 1 : 0; break;
+    default: set_f64(i, static_cast<double>(v)); break;
+  }
+}
+
+}  // namespace tac

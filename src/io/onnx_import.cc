@@ -1,0 +1,250 @@
+#include "io/onnx_import.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "io/proto_convert.h"
+
+namespace tac::io {
+
+namespace {
+
+std::string normalize_domain(const std::string& d) { return d == "ai.onnx" ? std::string() : d; }
+
+class Importer {
+ public:
+  Importer(std::string label, std::string base_dir, const std::map<std::string, int64_t>& opsets)
+      : label_(std::move(label)), base_dir_(std::move(base_dir)), opsets_(opsets) {}
+
+  // `outer` lists the names visible from enclosing graphs (empty for the main graph).
+  Status convert_graph(const onnx::GraphProto& gp, const std::set<std::string>& outer, ir::Graph& g,
+                       int depth);
+
+ private:
+  Status convert_attribute(const onnx::AttributeProto& ap, const std::set<std::string>& scope,
+                           const std::string& where, ir::Attribute& a, int depth);
+
+  std::string label_;
+  std::string base_dir_;
+  const std::map<std::string, int64_t>& opsets_;
+};
+
+Status Importer::convert_attribute(const onnx::AttributeProto& ap, const std::set<std::string>& scope,
+                                   const std::string& where, ir::Attribute& a, int depth) {
+  using T = ir::Attribute::Type;
+  const std::string what = where + ": attribute '" + ap.name() + "'";
+  int type = ap.type();
+  if (type == onnx::AttributeProto::UNDEFINED) {  // IR < 2 leaves the type out: infer it
+    if (ap.has_f()) type = onnx::AttributeProto::FLOAT;
+    else if (ap.has_i()) type = onnx::AttributeProto::INT;
+    else if (ap.has_s()) type = onnx::AttributeProto::STRING;
+    else if (ap.has_t()) type = onnx::AttributeProto::TENSOR;
+    else if (ap.has_g()) type = onnx::AttributeProto::GRAPH;
+    else if (ap.floats_size()) type = onnx::AttributeProto::FLOATS;
+    else if (ap.ints_size()) type = onnx::AttributeProto::INTS;
+    else if (ap.strings_size()) type = onnx::AttributeProto::STRINGS;
+    else if (ap.tensors_size()) type = onnx::AttributeProto::TENSORS;
+    else if (ap.graphs_size()) type = onnx::AttributeProto::GRAPHS;
+  }
+  if (!ap.ref_attr_name().empty())
+    return unsupported(what + " refers to a function attribute ('" + ap.ref_attr_name() + "')");
+  switch (type) {
+    case onnx::AttributeProto::FLOAT: a.type = T::f; a.f = ap.f(); break;
+    case onnx::AttributeProto::INT: a.type = T::i; a.i = ap.i(); break;
+    case onnx::AttributeProto::STRING: a.type = T::s; a.s = ap.s(); break;
+    case onnx::AttributeProto::TENSOR: {
+      a.type = T::t;
+      TAC_ASSIGN_OR_RETURN(a.t, tensor_from_proto(ap.t(), base_dir_, what));
+      break;
+    }
+    case onnx::AttributeProto::GRAPH: {
+      a.type = T::g;
+      a.g = std::make_shared<ir::Graph>();
+      TAC_RETURN_IF_ERROR(convert_graph(ap.g(), scope, *a.g, depth + 1));
+      break;
+    }
+    case onnx::AttributeProto::FLOATS: a.type = T::floats; a.floats.assign(ap.floats().begin(), ap.floats().end()); break;
+    case onnx::AttributeProto::INTS: a.type = T::ints; a.ints.assign(ap.ints().begin(), ap.ints().end()); break;
+    case onnx::AttributeProto::STRINGS: a.type = T::strings; a.strings.assign(ap.strings().begin(), ap.strings().end()); break;
+    case onnx::AttributeProto::TENSORS:
+      a.type = T::tensors;
+      for (const auto& tp : ap.tensors()) {
+        TAC_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(tp, base_dir_, what));
+        a.tensors.push_back(std::move(t));
+      }
+      break;
+    case onnx::AttributeProto::GRAPHS:
+      a.type = T::graphs;
+      for (const auto& gp : ap.graphs()) {
+        auto sg = std::make_shared<ir::Graph>();
+        TAC_RETURN_IF_ERROR(convert_graph(gp, scope, *sg, depth + 1));
+        a.graphs.push_back(std::move(sg));
+      }
+      break;
+    case onnx::AttributeProto::TYPE_PROTO: a.type = T::type_proto; break;
+    case onnx::AttributeProto::SPARSE_TENSOR:
+    case onnx::AttributeProto::SPARSE_TENSORS:
+      return unsupported(what + " is a sparse tensor, which is not supported");
+    default:
+      return invalid_model(what + " has no value or an unknown type (" + std::to_string(type) + ")");
+  }
+  return Status::ok();
+}
+
+Status Importer::convert_graph(const onnx::GraphProto& gp, const std::set<std::string>& outer, ir::Graph& g,
+                               int depth) {
+  if (depth > 64) return invalid_model("subgraphs nested more than 64 deep");
+  g.name = gp.name();
+  const std::string gwhere = depth == 0 ? std::string() : "subgraph '" + gp.name() + "': ";
+  if (gp.sparse_initializer_size() > 0) return unsupported(gwhere + "sparse initializers are not supported");
+
+  for (const auto& tp : gp.initializer()) {
+    if (tp.name().empty()) return invalid_model(gwhere + "an initializer has no name");
+    int v = g.get_or_add_value(tp.name());
+    if (g.values[static_cast<size_t>(v)].initializer)
+      return invalid_model(gwhere + "initializer '" + tp.name() + "' is defined twice");
+    TAC_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(tp, base_dir_, gwhere + "initializer '" + tp.name() + "'"));
+    ir::Value& val = g.values[static_cast<size_t>(v)];
+    val.type.dtype = t.dtype();
+    val.type.has_shape = true;
+    for (int64_t d : t.shape()) { ir::Dim dim; dim.value = d; val.type.dims.push_back(dim); }
+    val.initializer = std::move(t);
+  }
+  for (const auto& vi : gp.input()) {
+    if (vi.name().empty()) return invalid_model(gwhere + "a graph input has no name");
+    int v = g.get_or_add_value(vi.name());
+    ir::Value& val = g.values[static_cast<size_t>(v)];
+    if (val.is_input) return invalid_model(gwhere + "graph input '" + vi.name() + "' is declared twice");
+    if (!val.initializer) {  // IR < 4 also lists initializers as inputs: those stay constants
+      TAC_ASSIGN_OR_RETURN(val.type, value_type_from_proto(vi.type(), gwhere + "graph input '" + vi.name() + "'"));
+      val.is_input = true;
+      g.inputs.push_back(v);
+    }
+  }
+  // Register every node output first: nodes may come in any order (bert-toy is unsorted).
+  for (const auto& np : gp.node()) {
+    for (const auto& out : np.output()) {
+      if (out.empty()) continue;
+      int v = g.get_or_add_value(out);
+      ir::Value& val = g.values[static_cast<size_t>(v)];
+      if (val.producer >= 0 || val.initializer || val.is_input)
+        return invalid_model(gwhere + "value '" + out + "' is defined more than once");
+      val.producer = 0;  // marker until sort_topologically() sets real indices
+    }
+  }
+  std::set<std::string> scope = outer;  // what subgraphs of this graph may refer to
+  for (const ir::Value& val : g.values) scope.insert(val.name);
+
+  g.nodes.reserve(static_cast<size_t>(gp.node_size()));
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    ir::Node n;
+    n.name = np.name();
+    n.op_type = np.op_type();
+    n.domain = normalize_domain(np.domain());
+    n.index = i;
+    const std::string where = gwhere + n.label();
+    if (n.op_type.empty()) return invalid_model(where + ": empty op_type");
+    auto os = opsets_.find(n.domain);
+    if (os == opsets_.end())
+      return invalid_model(where + ": domain '" + n.domain + "' is not in the model's opset_import");
+    n.opset = static_cast<int>(os->second);
+    n.op = n.domain.empty() ? ir::op_kind_from_name(n.op_type) : ir::OpKind::unknown;
+    for (const auto& in : np.input()) {
+      if (in.empty()) {
+        n.inputs.push_back(ir::kNoValue);
+        continue;
+      }
+      int v = g.find_value(in);
+      if (v == ir::kNoValue) {
+        if (!outer.count(in))
+          return invalid_model(where + ": input '" + in +
+                               "' is not a graph input, an initializer or the output of any node");
+        v = g.get_or_add_value(in);
+        g.values[static_cast<size_t>(v)].is_outer = true;
+      }
+      n.inputs.push_back(v);
+    }
+    for (const auto& out : np.output()) n.outputs.push_back(out.empty() ? ir::kNoValue : g.find_value(out));
+    for (const auto& ap : np.attribute()) {
+      if (ap.name().empty()) return invalid_model(where + ": an attribute has no name");
+      ir::Attribute a;
+      TAC_RETURN_IF_ERROR(convert_attribute(ap, scope, where, a, depth));
+      if (!n.attrs.emplace(ap.name(), std::move(a)).second)
+        return invalid_model(where + ": attribute '" + ap.name() + "' is given twice");
+    }
+    g.nodes.push_back(std::move(n));
+  }
+  // Outer-scope references made only inside nested subgraphs must be visible here too, so that
+  // the enclosing graph orders its nodes after their producers and the interpreter finds them.
+  for (const ir::Node& n : g.nodes)
+    for (const auto& [key, a] : n.attrs) {
+      std::vector<const ir::Graph*> subs;
+      if (a.g) subs.push_back(a.g.get());
+      for (const auto& sg : a.graphs) subs.push_back(sg.get());
+      for (const ir::Graph* sg : subs)
+        for (const ir::Value& sv : sg->values)
+          if (sv.is_outer && g.find_value(sv.name) == ir::kNoValue) {
+            if (!outer.count(sv.name))
+              return invalid_model(gwhere + n.label() + ": subgraph refers to unknown value '" + sv.name + "'");
+            g.values[static_cast<size_t>(g.get_or_add_value(sv.name))].is_outer = true;
+          }
+    }
+  for (const auto& vi : gp.output()) {
+    int v = g.find_value(vi.name());
+    if (v == ir::kNoValue) {
+      if (!outer.count(vi.name()))
+        return invalid_model(gwhere + "graph output '" + vi.name() + "' is not produced by any node");
+      v = g.get_or_add_value(vi.name());
+      g.values[static_cast<size_t>(v)].is_outer = true;
+    }
+    TAC_ASSIGN_OR_RETURN(ir::ValueType vt, value_type_from_proto(vi.type(), gwhere + "graph output '" + vi.name() + "'"));
+    ir::Value& val = g.values[static_cast<size_t>(v)];
+    if (!val.initializer) val.type = vt;
+    g.outputs.push_back(v);
+  }
+  for (const auto& vi : gp.value_info()) {
+    int v = g.find_value(vi.name());
+    if (v == ir::kNoValue) continue;  // annotation of a value that does not exist: harmless
+    TAC_ASSIGN_OR_RETURN(ir::ValueType vt, value_type_from_proto(vi.type(), gwhere + "value '" + vi.name() + "'"));
+    ir::Value& val = g.values[static_cast<size_t>(v)];
+    if (!val.initializer && !val.is_input) val.type = vt;
+  }
+  return g.sort_topologically().with_context(gwhere);
+}
+
+}  // namespace
+
+Result<ir::Model> load_model_from_bytes(const std::string& bytes, const std::string& label,
+                                        const std::string& base_dir) {
+  onnx::ModelProto mp;
+  if (bytes.empty()) return invalid_model(label + ": the file is empty");
+  if (!mp.ParseFromString(bytes)) return invalid_model(label + ": not an ONNX model (protobuf parse failed)");
+  if (!mp.has_graph()) return invalid_model(label + ": the model has no graph");
+  ir::Model m;
+  m.path = label;
+  m.ir_version = mp.ir_version();
+  m.producer = mp.producer_name();
+  for (const auto& os : mp.opset_import()) m.opsets[normalize_domain(os.domain())] = os.version();
+  if (m.opsets.empty()) m.opsets[""] = 1;  // IR 1-2 models may leave opset_import out
+  if (mp.functions_size() > 0) {
+    // Model-local functions are not expanded yet; nodes calling them report as unsupported ops.
+  }
+  Importer imp(label, base_dir, m.opsets);
+  Status st = imp.convert_graph(mp.graph(), {}, m.graph, 0);
+  if (!st) return st.with_context(label + ": ");
+  return m;
+}
+
+Result<ir::Model> load_model(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error(path + ": cannot open the file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return load_model_from_bytes(ss.str(), path, dir.empty() ? "." : dir);
+}
+
+}  // namespace tac::io

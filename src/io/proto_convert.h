@@ -1,0 +1,18 @@
+// Conversions between libonnx's protobuf messages and our types. Internal to src/io.
+#pragma once
+
+#include <string>
+
+#include <onnx/onnx_pb.h>
+
+#include "ir/graph.h"
+
+namespace tac::io {
+
+// `base_dir` resolves external data ("" refuses it). `what` names the tensor in errors.
+Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
+                                 const std::string& what);
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
+Result<ir::ValueType> value_type_from_proto(const onnx::TypeProto& p, const std::string& what);
+
+}  // namespace tac::io

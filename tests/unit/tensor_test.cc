@@ -1,0 +1,50 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tactician/tensor.h"
+
+namespace tac {
+namespace {
+
+TEST(Float16, RoundTripsExactValues) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f})
+    EXPECT_EQ(static_cast<float>(Float16(f)), f) << f;
+}
+
+TEST(Float16, RoundsToNearestEvenAndOverflowsToInf) {
+  EXPECT_EQ(static_cast<float>(Float16(1.0f + 1.0f / 4096)), 1.0f);  // halfway: to even
+  EXPECT_EQ(static_cast<float>(Float16(1.0f + 3.0f / 4096)), 1.0f + 1.0f / 512);
+  EXPECT_TRUE(std::isinf(static_cast<float>(Float16(70000.0f))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(Float16(NAN))));
+}
+
+TEST(BFloat16, RoundsToNearestEven) {
+  EXPECT_EQ(static_cast<float>(BFloat16(1.0f)), 1.0f);
+  EXPECT_EQ(static_cast<float>(BFloat16(1.00390625f)), 1.0f);  // halfway between 1 and 1+2^-7
+  EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(NAN))));
+}
+
+TEST(Tensor, CreateRejectsAbsurdShapes) {
+  EXPECT_FALSE(Tensor::create(DType::float32, {int64_t{1} << 40, int64_t{1} << 40}).is_ok());
+  EXPECT_FALSE(Tensor::create(DType::float32, {-1}).is_ok());
+  EXPECT_FALSE(Tensor::create(DType::string, {2}).is_ok());
+  auto t = Tensor::create(DType::int64, {2, 3});
+  ASSERT_TRUE(t.is_ok());
+  EXPECT_EQ(t->numel(), 6);
+  EXPECT_EQ(t->bytes(), 48u);
+}
+
+TEST(Tensor, SetGetConvertsAndSaturates) {
+  auto t = Tensor::create(DType::int8, {3});
+  ASSERT_TRUE(t.is_ok());
+  t->set_f64(0, 300.0);
+  t->set_f64(1, -7.9);
+  t->set_f64(2, NAN);
+  EXPECT_EQ(t->get_i64(0), 127);
+  EXPECT_EQ(t->get_i64(1), -7);
+  EXPECT_EQ(t->get_i64(2), 0);
+}
+
+}  // namespace
+}  // namespace tac
