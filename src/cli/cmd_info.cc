@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "io/onnx_import.h"
+#include "ir/shape_inference.h"
 #include "reference/interpreter.h"
 
 namespace tac::cli {
@@ -47,6 +48,11 @@ int cmd_info(int argc, char** argv) {
   auto loaded = io::load_model(args.positional[0]);
   if (!loaded) {
     std::fprintf(stderr, "tactician info: %s\n", loaded.status().to_string().c_str());
+    return 1;
+  }
+  Status inferred = ir::infer_shapes(*loaded);
+  if (!inferred) {
+    std::fprintf(stderr, "tactician info: %s\n", inferred.to_string().c_str());
     return 1;
   }
   const ir::Model& m = *loaded;
@@ -114,6 +120,7 @@ int cmd_info(int argc, char** argv) {
     std::printf("unsupported: %zu nodes\n", missing.size());
     for (const ir::Node* n : missing) std::printf("  %s\n", n->label().c_str());
   }
+  std::printf("shapes     %d of %zu values have a known type and rank\n", ir::count_known_shapes(g), g.values.size());
   if (args.has("--dump")) std::printf("\n%s", ir::print_graph(g).c_str());
   return 0;
 }

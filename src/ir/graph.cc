@@ -180,6 +180,8 @@ std::string print_graph(const Graph& g) {
     for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << name_of(n.inputs[i]);
     os << ")";
     if (!n.name.empty()) os << "  # " << n.name;
+    for (int v : n.outputs)
+      if (v != kNoValue) os << "  -> " << g.values[static_cast<size_t>(v)].type.to_string();
     os << "\n";
   }
   for (int v : g.outputs) os << "  output " << g.values[static_cast<size_t>(v)].name << ": " << g.values[static_cast<size_t>(v)].type.to_string() << "\n";

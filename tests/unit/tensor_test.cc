@@ -13,8 +13,10 @@ TEST(Float16, RoundTripsExactValues) {
 }
 
 TEST(Float16, RoundsToNearestEvenAndOverflowsToInf) {
-  EXPECT_EQ(static_cast<float>(Float16(1.0f + 1.0f / 4096)), 1.0f);  // halfway: to even
-  EXPECT_EQ(static_cast<float>(Float16(1.0f + 3.0f / 4096)), 1.0f + 1.0f / 512);
+  // One half-precision ulp at 1.0 is 2^-10.
+  EXPECT_EQ(static_cast<float>(Float16(1.0f + 1.0f / 2048)), 1.0f);               // 0.5 ulp: to even (down)
+  EXPECT_EQ(static_cast<float>(Float16(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);  // 1.5 ulp: to even (up)
+  EXPECT_EQ(static_cast<float>(Float16(1.0f + 3.0f / 4096)), 1.0f + 1.0f / 1024);  // 0.75 ulp: nearest
   EXPECT_TRUE(std::isinf(static_cast<float>(Float16(70000.0f))));
   EXPECT_TRUE(std::isnan(static_cast<float>(Float16(NAN))));
 }
