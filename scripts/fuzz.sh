@@ -24,5 +24,5 @@ if [ ! -d "$corpus" ]; then
     while read -r f; do cp "$f" "$corpus/$(echo "$f" | md5sum | cut -c1-16).onnx"; done
 fi
 mkdir -p build-fuzz/findings
-build-fuzz/fuzz_load_model "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+build-fuzz/tests/fuzz/fuzz_load_model "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
   -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 2>&1 | tail -20
