@@ -89,18 +89,26 @@ void run_frame(Frame& frame) {
       frame.values[static_cast<size_t>(v)] = std::move(d);
       frame.defined[static_cast<size_t>(v)] = true;
     }
+    if (frame.observer && *frame.observer) {
+      std::vector<Datum> outs(n.outputs.size());
+      for (size_t i = 0; i < n.outputs.size(); ++i)
+        if (n.outputs[i] != ir::kNoValue) outs[i] = frame.values[static_cast<size_t>(n.outputs[i])];
+      (*frame.observer)(n, outs);
+    }
     for (int v : n.inputs)
       if (v != ir::kNoValue && last_use[static_cast<size_t>(v)] == n.index && !g.values[static_cast<size_t>(v)].is_outer)
         frame.values[static_cast<size_t>(v)] = Datum();
   }
 }
 
-Result<std::vector<Datum>> run_model(const ir::Model& m, const std::vector<Datum>& inputs) {
+Result<std::vector<Datum>> run_model(const ir::Model& m, const std::vector<Datum>& inputs,
+                                     const NodeObserver& observer) {
   const ir::Graph& g = m.graph;
   if (inputs.size() != g.inputs.size())
     return invalid_argument(m.path + ": the model has " + std::to_string(g.inputs.size()) + " inputs, " +
                             std::to_string(inputs.size()) + " were given");
   Frame frame(g, nullptr);
+  frame.observer = &observer;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Value& val = g.values[static_cast<size_t>(g.inputs[i])];
     const Datum& d = inputs[i];

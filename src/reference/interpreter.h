@@ -2,6 +2,7 @@
 // Naive and exact (float64 accumulation): the accuracy oracle for every engine Tactician builds.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/datum.h"
@@ -12,9 +13,14 @@ namespace tac::ref {
 // Nodes (recursively, including subgraphs) that the reference interpreter cannot run.
 std::vector<const ir::Node*> unsupported_nodes(const ir::Graph& g);
 
+// Called after each node of the main graph runs, with its outputs (one per declared output,
+// empty Datum where omitted): lets tools compare every layer, check shapes, profile.
+using NodeObserver = std::function<void(const ir::Node&, const std::vector<Datum>& outputs)>;
+
 // Runs the model's main graph. `inputs` are bound to Graph::inputs by position; the result
 // holds one Datum per graph output. Errors name the node and the reason.
-Result<std::vector<Datum>> run_model(const ir::Model& m, const std::vector<Datum>& inputs);
+Result<std::vector<Datum>> run_model(const ir::Model& m, const std::vector<Datum>& inputs,
+                                     const NodeObserver& observer = {});
 
 // Values of one graph execution. Enclosing frames resolve outer-scope names (If/Loop bodies).
 class Frame {
@@ -24,6 +30,7 @@ class Frame {
   const Frame* parent;
   std::vector<Datum> values;
   std::vector<bool> defined = std::vector<bool>(values.size(), false);
+  const NodeObserver* observer = nullptr;  // main graph only
   // The datum named `name` here or in an enclosing frame; nullptr when not defined.
   const Datum* lookup(const std::string& name) const;
 };
