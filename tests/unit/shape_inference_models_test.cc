@@ -32,14 +32,19 @@ TEST_P(ZooShapes, InferredShapesMatchRuntimeShapes) {
       if (n.outputs[i] == ir::kNoValue || outs[i].kind != Datum::Kind::tensor) continue;
       const ir::ValueType& t = g.values[static_cast<size_t>(n.outputs[i])].type;
       const Tensor& x = outs[i].tensor;
-      if (t.dtype != DType::undefined) EXPECT_EQ(t.dtype, x.dtype()) << n.label();
+      if (t.dtype != DType::undefined) {
+        EXPECT_EQ(t.dtype, x.dtype()) << n.label();
+      }
       if (!t.has_shape) continue;
       ASSERT_EQ(t.dims.size(), x.shape().size()) << n.label() << " inferred " << t.to_string();
       for (size_t k = 0; k < t.dims.size(); ++k) {
-        if (t.dims[k].known()) EXPECT_EQ(t.dims[k].value, x.shape()[k]) << n.label() << " inferred " << t.to_string();
-        else if (!t.dims[k].symbol.empty()) {
+        if (t.dims[k].known()) {
+          EXPECT_EQ(t.dims[k].value, x.shape()[k]) << n.label() << " inferred " << t.to_string();
+        } else if (!t.dims[k].symbol.empty()) {
           auto [it, fresh] = symbols.emplace(t.dims[k].symbol, x.shape()[k]);
-          if (!fresh) EXPECT_EQ(it->second, x.shape()[k]) << n.label() << " symbol " << t.dims[k].symbol;
+          if (!fresh) {
+            EXPECT_EQ(it->second, x.shape()[k]) << n.label() << " symbol " << t.dims[k].symbol;
+          }
         }
       }
       ++checked;
