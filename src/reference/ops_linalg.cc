@@ -210,6 +210,7 @@ std::vector<int64_t> zero_point_values(const KernelContext& ctx, int in_idx, con
     ctx.fail_invalid(std::string(what) + " zero point has type " + dtype_name(zp.dtype()) + ", expected " +
                      dtype_name(x.dtype()));
   if (zp.numel() == 1) return {zp.get_i64(0)};
+  if (zp.rank() > 1) ctx.fail_unsupported(std::string(what) + " zero point of rank > 1");
   if (zp.numel() != expect_len)
     ctx.fail_invalid(std::string(what) + " zero point of shape " + shape_to_string(zp.shape()) + " must be a scalar or have " +
                      std::to_string(expect_len) + " elements");
@@ -512,6 +513,7 @@ void einsum_kernel(KernelContext& ctx) {
     }
     E = std::max(E, erank[k]);
   }
+  if (E > 60) ctx.fail_unsupported("einsum ellipsis covering more than 60 dims");
   // Expand each term into per-dim label ids.
   std::vector<std::vector<int>> dims(n);
   for (size_t k = 0; k < n; ++k)

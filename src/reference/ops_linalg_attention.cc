@@ -88,12 +88,23 @@ void attention_kernel(KernelContext& ctx) {
     pv = to_double_vector(b);
   }
   const int64_t T = P + Skv;
-  auto key = [&](int64_t b, int64_t h, int64_t j, int64_t d) {
-    return j < P ? pk[static_cast<size_t>(((b * Hkv + h) * P + j) * Dh + d)] : K.at(b, h, j - P, d);
-  };
-  auto value = [&](int64_t b, int64_t h, int64_t j, int64_t d) {
-    return j < P ? pv[static_cast<size_t>(((b * Hkv + h) * P + j) * Dv + d)] : V.at(b, h, j - P, d);
-  };
+  // Present key/value [B, Hkv, T, D] (past then new) and Q as [B, Hq, Sq, Dh], all contiguous.
+  std::vector<double> kf(static_cast<size_t>(B * Hkv * T * Dh)), vf(static_cast<size_t>(B * Hkv * T * Dv));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hkv; ++h)
+      for (int64_t j = 0; j < T; ++j) {
+        for (int64_t d = 0; d < Dh; ++d)
+          kf[static_cast<size_t>(((b * Hkv + h) * T + j) * Dh + d)] =
+              j < P ? pk[static_cast<size_t>(((b * Hkv + h) * P + j) * Dh + d)] : K.at(b, h, j - P, d);
+        for (int64_t d = 0; d < Dv; ++d)
+          vf[static_cast<size_t>(((b * Hkv + h) * T + j) * Dv + d)] =
+              j < P ? pv[static_cast<size_t>(((b * Hkv + h) * P + j) * Dv + d)] : V.at(b, h, j - P, d);
+      }
+  std::vector<double> qf(static_cast<size_t>(B * Hq * Sq * Dh));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t i = 0; i < Sq; ++i)
+        for (int64_t d = 0; d < Dh; ++d) qf[static_cast<size_t>(((b * Hq + h) * Sq + i) * Dh + d)] = Q.at(b, h, i, d);
   // Mask: broadcast (numpy, right-aligned) to [B, Hq, Sq, mask_T]; columns past mask_T are masked.
   const bool has_mask = ctx.has_input(3);
   std::vector<double> mask_bias;  // additive bias per mask element
@@ -126,7 +137,7 @@ void attention_kernel(KernelContext& ctx) {
     nonpad = to_int_vector(n);
   }
   const bool causal = ctx.attr_int("is_causal", 0) != 0;
-  const double scale = ctx.has_attr("scale") ? static_cast<double>(ctx.attr_float("scale", 0)) : 1.0 / std::sqrt(static_cast<double>(Dh));
+  const double scale = ctx.has_attr("scale") ? static_cast<double>(ctx.attr_float("scale", 0)) : (Dh > 0 ? 1.0 / std::sqrt(static_cast<double>(Dh)) : 1.0);
   const double softcap = ctx.attr_float("softcap", 0.0f);
   const int64_t mode = ctx.attr_int("qk_matmul_output_mode", 0);
   if (mode < 0 || mode > 3) ctx.fail_invalid("qk_matmul_output_mode must be 0..3");
@@ -136,32 +147,30 @@ void attention_kernel(KernelContext& ctx) {
   Tensor& Y = ctx.make_output(0, Qt.dtype(), ys);
   if (ctx.wants_output(1)) {
     Tensor& pkt = ctx.make_output(1, Qt.dtype(), {B, Hkv, T, Dh});
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < Hkv; ++h)
-        for (int64_t j = 0; j < T; ++j)
-          for (int64_t d = 0; d < Dh; ++d) pkt.set_f64(((b * Hkv + h) * T + j) * Dh + d, key(b, h, j, d));
+    for (int64_t i = 0; i < pkt.numel(); ++i) pkt.set_f64(i, kf[static_cast<size_t>(i)]);
   }
   if (ctx.wants_output(2)) {
     Tensor& pvt = ctx.make_output(2, Qt.dtype(), {B, Hkv, T, Dv});
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < Hkv; ++h)
-        for (int64_t j = 0; j < T; ++j)
-          for (int64_t d = 0; d < Dv; ++d) pvt.set_f64(((b * Hkv + h) * T + j) * Dv + d, value(b, h, j, d));
+    for (int64_t i = 0; i < pvt.numel(); ++i) pvt.set_f64(i, vf[static_cast<size_t>(i)]);
   }
   Tensor* QK = ctx.wants_output(3) ? &ctx.make_output(3, Qt.dtype(), {B, Hq, Sq, T}) : nullptr;
 
   std::vector<double> s(static_cast<size_t>(T)), biased(static_cast<size_t>(T)), p(static_cast<size_t>(T));
+  std::vector<double> yrow(static_cast<size_t>(Dv));
   for (int64_t b = 0; b < B; ++b) {
     int64_t offset = 0;  // causal frontier: query i sees keys j <= i + offset
     if (has_past) offset = P;
     else if (!nonpad.empty()) offset = nonpad[static_cast<size_t>(b)] - Sq;
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t hk = h / group;
+      const double* kh = kf.data() + (b * Hkv + hk) * T * Dh;
+      const double* vh = vf.data() + (b * Hkv + hk) * T * Dv;
       for (int64_t i = 0; i < Sq; ++i) {
+        const double* qi = qf.data() + ((b * Hq + h) * Sq + i) * Dh;
         double mx = kNegInf;
         for (int64_t j = 0; j < T; ++j) {
           double acc = 0;
-          for (int64_t d = 0; d < Dh; ++d) acc += Q.at(b, h, i, d) * key(b, hk, j, d);
+          for (int64_t d = 0; d < Dh; ++d) acc += qi[d] * kh[j * Dh + d];
           double v = acc * scale;
           if (softcap > 0) v = softcap * std::tanh(v / softcap);
           s[static_cast<size_t>(j)] = v;
@@ -184,12 +193,15 @@ void attention_kernel(KernelContext& ctx) {
           sum += e;
         }
         for (int64_t j = 0; j < T; ++j) p[static_cast<size_t>(j)] = sum > 0 ? p[static_cast<size_t>(j)] / sum : 0.0;
+        std::fill(yrow.begin(), yrow.end(), 0.0);
+        for (int64_t j = 0; j < T; ++j) {
+          const double pj = p[static_cast<size_t>(j)];
+          if (pj == 0) continue;
+          for (int64_t d = 0; d < Dv; ++d) yrow[static_cast<size_t>(d)] += pj * vh[j * Dv + d];
+        }
         for (int64_t d = 0; d < Dv; ++d) {
-          double acc = 0;
-          for (int64_t j = 0; j < T; ++j)
-            if (p[static_cast<size_t>(j)] != 0) acc += p[static_cast<size_t>(j)] * value(b, hk, j, d);
           const int64_t oi = Q.packed ? ((b * Sq + i) * Hq + h) * Dv + d : ((b * Hq + h) * Sq + i) * Dv + d;
-          Y.set_f64(oi, acc);
+          Y.set_f64(oi, yrow[static_cast<size_t>(d)]);
         }
         if (QK) {
           const std::vector<double>& src = mode == 3 ? p : mode == 2 ? biased : s;
@@ -391,7 +403,8 @@ void linear_attention_kernel(KernelContext& ctx) {
 // loss over log-probabilities lp[N, C, D] (D = product of extra dims) and labels[N, D].
 void nll_common(KernelContext& ctx, const std::vector<double>& lp, const Tensor& scores, const Tensor& labels) {
   const int64_t N = scores.dim(0), C = scores.dim(1);
-  const int64_t D = C == 0 ? 0 : scores.numel() / (N * C == 0 ? 1 : N * C);
+  int64_t D = 1;
+  for (int64_t d = 2; d < scores.rank(); ++d) D *= scores.dim(d);
   if (!dtype_is_signed_int(labels.dtype()) && labels.dtype() != DType::uint8 && labels.dtype() != DType::uint16 &&
       labels.dtype() != DType::uint32 && labels.dtype() != DType::uint64)
     ctx.fail_invalid("labels must be integer, got " + dtype_name(labels.dtype()));
@@ -446,7 +459,8 @@ void softmax_cross_entropy_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   check_scores(ctx, x);
   const int64_t N = x.dim(0), C = x.dim(1);
-  const int64_t D = N * C == 0 ? 0 : x.numel() / (N * C);
+  int64_t D = 1;
+  for (int64_t d = 2; d < x.rank(); ++d) D *= x.dim(d);
   auto xv = to_double_vector(x);
   std::vector<double> lp(xv.size());
   for (int64_t n = 0; n < N; ++n)
