@@ -156,7 +156,7 @@ void attention_kernel(KernelContext& ctx) {
   Tensor* QK = ctx.wants_output(3) ? &ctx.make_output(3, Qt.dtype(), {B, Hq, Sq, T}) : nullptr;
 
   std::vector<double> s(static_cast<size_t>(T)), biased(static_cast<size_t>(T)), p(static_cast<size_t>(T));
-  std::vector<double> yrow(static_cast<size_t>(Dv));
+  std::vector<double> yrow(static_cast<size_t>(Dv)), raw(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b) {
     int64_t offset = 0;  // causal frontier: query i sees keys j <= i + offset
     if (has_past) offset = P;
@@ -172,6 +172,7 @@ void attention_kernel(KernelContext& ctx) {
           double acc = 0;
           for (int64_t d = 0; d < Dh; ++d) acc += qi[d] * kh[j * Dh + d];
           double v = acc * scale;
+          raw[static_cast<size_t>(j)] = v;
           if (softcap > 0) v = softcap * std::tanh(v / softcap);
           s[static_cast<size_t>(j)] = v;
           double bias = 0;
@@ -204,7 +205,8 @@ void attention_kernel(KernelContext& ctx) {
           Y.set_f64(oi, yrow[static_cast<size_t>(d)]);
         }
         if (QK) {
-          const std::vector<double>& src = mode == 3 ? p : mode == 2 ? biased : s;
+          // Modes follow the pipeline: 0 scaled QK, 1 after softcap, 2 after mask/bias, 3 after softmax.
+          const std::vector<double>& src = mode == 3 ? p : mode == 2 ? biased : mode == 1 ? s : raw;
           for (int64_t j = 0; j < T; ++j) QK->set_f64(((b * Hq + h) * Sq + i) * T + j, src[static_cast<size_t>(j)]);
         }
       }
