@@ -1,6 +1,6 @@
 // Reference kernels (linalg family, part 2): Attention, RotaryEmbedding, SwiGLU, LinearAttention,
-// CausalConvWithState,
-// SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss. Registered through add_linalg_kernels().
+// CausalConvWithState, SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss. Registered through
+// add_linalg_kernels().
 #include <algorithm>
 #include <cmath>
 #include <limits>
