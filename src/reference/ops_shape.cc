@@ -415,11 +415,11 @@ void slice_kernel(KernelContext& ctx) {
     if (sp > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      cnt = e > s ? (e - s + sp - 1) / sp : 0;
+      cnt = e > s ? (e - s - 1) / sp + 1 : 0;
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      cnt = s > e ? (s - e + (-sp) - 1) / (-sp) : 0;
+      cnt = s > e ? static_cast<int64_t>((static_cast<__int128>(s) - e - 1) / -static_cast<__int128>(sp) + 1) : 0;
     }
     st[static_cast<size_t>(a)] = s;
     step[static_cast<size_t>(a)] = sp;
@@ -453,8 +453,7 @@ void tile_kernel(KernelContext& ctx) {
   Shape os = x.shape();
   for (size_t i = 0; i < rep.size(); ++i) {
     if (rep[i] < 0) ctx.fail_invalid("repeats must be non-negative");
-    os[i] *= rep[i];
-    if (rep[i] != 0 && os[i] / rep[i] != x.shape()[i]) ctx.fail_invalid("output is too large");
+    if (__builtin_mul_overflow(os[i], rep[i], &os[i])) ctx.fail_invalid("output is too large");
   }
   auto ist = strides_of(x.shape());
   Tensor& out = ctx.make_output(0, x.dtype(), os);
