@@ -116,8 +116,8 @@ void squeeze_kernel(KernelContext& ctx) {
     given = ctx.has_attr("axes");
     axes = ctx.attr_ints("axes");
   } else if (ctx.has_input(1)) {
-    given = true;
     axes = int_input(ctx, 1, "axes");
+    given = !axes.empty();  // an empty axes tensor squeezes every size-1 dim, as onnxruntime does
   }
   std::vector<bool> drop(static_cast<size_t>(r), false);
   if (given) {
@@ -278,7 +278,8 @@ void concat_kernel(KernelContext& ctx) {
   const Tensor& x0 = ctx.input(0);
   const int64_t r = x0.rank();
   if (r == 0) ctx.fail_invalid("cannot concatenate scalars");
-  const int64_t axis = normalize_axis(ctx, ctx.require_int("axis"), r);
+  // Concat-1 had an optional axis (default 1); it is required since opset 4.
+  const int64_t axis = normalize_axis(ctx, ctx.opset < 4 ? ctx.attr_int("axis", 1) : ctx.require_int("axis"), r);
   Shape os = x0.shape();
   os[static_cast<size_t>(axis)] = 0;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {

@@ -240,6 +240,7 @@ void upsample_kernel(KernelContext& ctx) {
   if (ctx.opset >= 9) {
     scales = float_input(ctx, 1, "scales");
   } else {
+    if (ctx.opset < 7) ctx.fail_unsupported("Upsample-1 (height_scale/width_scale) is not supported");
     if (!ctx.has_attr("scales")) ctx.fail_invalid("attribute 'scales' is required");
     for (float f : ctx.attr_floats("scales")) scales.push_back(f);
   }
