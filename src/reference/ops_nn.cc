@@ -17,11 +17,7 @@ using ir::OpKind;
 using nn::load_f64;
 using nn::store_f64;
 
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
+using nn::floor_div;
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
 // Spatial geometry of a convolution / pooling window, padded to 3 spatial dims: the real
@@ -394,6 +390,13 @@ void conv_transpose_kernel(KernelContext& ctx) {
 
 enum class PoolKind { Max, Avg, Lp };
 
+// LpPool / GlobalLpPool order: a float attribute in opset 1, an int from opset 2.
+double lp_order(const KernelContext& ctx) {
+  const double p = ctx.opset < 2 ? ctx.attr_float("p", 2.0f) : static_cast<double>(ctx.attr_int("p", 2));
+  if (!(p > 0)) ctx.fail_invalid("p must be positive");
+  return p;
+}
+
 void pool_kernel_impl(KernelContext& ctx, PoolKind kind) {
   const Tensor& x = ctx.input(0);
   spatial_rank(ctx, x);
@@ -403,7 +406,7 @@ void pool_kernel_impl(KernelContext& ctx, PoolKind kind) {
   const bool ceil_mode = ctx.attr_int("ceil_mode", 0) != 0;
   Geom g = make_geom(ctx, x.shape(), kernel, ceil_mode);
   const bool include_pad = ctx.attr_int("count_include_pad", 0) != 0;
-  const double p = static_cast<double>(ctx.attr_int("p", 2));
+  const double p = lp_order(ctx);
   const int64_t storage_order = ctx.attr_int("storage_order", 0);
   const bool want_idx = kind == PoolKind::Max && ctx.wants_output(1);
   if (want_idx && g.nsp > 3) ctx.fail_unsupported("Indices output");
@@ -477,7 +480,7 @@ void global_pool_impl(KernelContext& ctx, PoolKind kind) {
   if (x.rank() < 3) ctx.fail_invalid("input must have rank >= 3, got " + shape_to_string(x.shape()));
   if (kind != PoolKind::Max) nn::require_float(ctx, x, "X");
   const int64_t NC = x.dim(0) * x.dim(1), sz = nn::prod(x.shape(), 2, x.shape().size());
-  const double p = static_cast<double>(ctx.attr_int("p", 2));
+  const double p = lp_order(ctx);
   auto xv = load_f64(ctx, x);
   std::vector<double> y(static_cast<size_t>(NC));
   for (int64_t i = 0; i < NC; ++i) {

@@ -30,6 +30,12 @@ inline void require_float(const KernelContext& ctx, const Tensor& t, const char*
     ctx.fail_invalid(std::string(what) + " must be a floating-point tensor, got " + dtype_name(t.dtype()));
 }
 
+inline int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
 inline int64_t prod(const Shape& s, size_t b, size_t e) {
   int64_t p = 1;
   for (size_t i = b; i < e && i < s.size(); ++i) p *= s[i];

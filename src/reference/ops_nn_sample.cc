@@ -311,8 +311,10 @@ void deform_conv_kernel(KernelContext& ctx) {
   auto dil = ctx.attr_ints("dilations", {1, 1});
   auto pads = ctx.attr_ints("pads", {0, 0, 0, 0});
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) ctx.fail_invalid("strides/dilations/pads have the wrong length");
-  const int64_t OH = (H + pads[0] + pads[2] - ((KH - 1) * dil[0] + 1)) / strides[0] + 1;
-  const int64_t OW = (Wd + pads[1] + pads[3] - ((KW - 1) * dil[1] + 1)) / strides[1] + 1;
+  if (strides[0] < 1 || strides[1] < 1 || dil[0] < 1 || dil[1] < 1) ctx.fail_invalid("strides and dilations must be positive");
+  const int64_t OH = floor_div(H + pads[0] + pads[2] - ((KH - 1) * dil[0] + 1), strides[0]) + 1;
+  const int64_t OW = floor_div(Wd + pads[1] + pads[3] - ((KW - 1) * dil[1] + 1), strides[1]) + 1;
+  if (OH < 0 || OW < 0) ctx.fail_invalid("kernel does not fit the padded input");
   if (offset.shape() != Shape{N, og * KH * KW * 2, OH, OW})
     ctx.fail_invalid("offset shape " + shape_to_string(offset.shape()) + " is inconsistent with the output size and offset_group");
   auto xv = load_f64(ctx, x);
@@ -398,7 +400,7 @@ void col2im_kernel(KernelContext& ctx) {
   std::vector<int64_t> out(n);
   for (size_t i = 0; i < n; ++i) {
     if (block[i] < 1 || strides[i] < 1 || dil[i] < 1 || image[i] < 0) ctx.fail_invalid("block, strides and dilations must be positive");
-    out[i] = (image[i] + pads[i] + pads[i + n] - ((block[i] - 1) * dil[i] + 1)) / strides[i] + 1;
+    out[i] = floor_div(image[i] + pads[i] + pads[i + n] - ((block[i] - 1) * dil[i] + 1), strides[i]) + 1;
     if (out[i] < 0) ctx.fail_invalid("block does not fit the padded image");
     ksz *= block[i];
     L *= out[i];
