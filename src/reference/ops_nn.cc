@@ -73,6 +73,9 @@ Geom make_geom(const KernelContext& ctx, const Shape& xshape, const std::vector<
     if (g.k[j] < 1) ctx.fail_invalid("kernel dims must be positive");
     if (g.s[j] < 1) ctx.fail_invalid("strides must be positive");
     if (g.d[j] < 1) ctx.fail_invalid("dilations must be positive");
+    constexpr int64_t kBig = int64_t{1} << 30;  // keeps the size arithmetic below far from overflow
+    if (g.k[j] > kBig || g.s[j] > kBig || g.d[j] > kBig || std::abs(pads[i]) > kBig || std::abs(pads[i + n]) > kBig)
+      ctx.fail_invalid("kernel, strides, dilations or pads are absurdly large");
     const int64_t ek = (g.k[j] - 1) * g.d[j] + 1;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       g.out[j] = ceil_div(g.in[j], g.s[j]);
@@ -318,6 +321,9 @@ void conv_transpose_kernel(KernelContext& ctx) {
     g.s[j] = strides[i];
     g.d[j] = dil[i];
     if (g.k[j] < 1 || g.s[j] < 1 || g.d[j] < 1) ctx.fail_invalid("kernel, strides and dilations must be positive");
+    constexpr int64_t kBig = int64_t{1} << 30;
+    if (g.s[j] > kBig || g.d[j] > kBig || std::abs(pads[i]) > kBig || std::abs(pads[i + n]) > kBig || std::abs(opad[i]) > kBig)
+      ctx.fail_invalid("strides, dilations or pads are absurdly large");
     if (opad[i] < 0) ctx.fail_invalid("output_padding must be non-negative");
     const int64_t full = g.s[j] * (g.in[j] - 1) + opad[i] + (g.k[j] - 1) * g.d[j] + 1;
     if (!explicit_pads && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" || !out_shape_attr.empty())) {
@@ -570,8 +576,11 @@ void max_roi_pool_kernel(KernelContext& ctx) {
   std::vector<double> y(static_cast<size_t>(R * C * PH * PW), 0.0);
   for (int64_t r = 0; r < R; ++r) {
     const double* roi = rv.data() + r * 5;
+    if (!(roi[0] >= 0 && roi[0] < static_cast<double>(N))) ctx.fail_invalid("roi batch index out of range");
     const int64_t b = static_cast<int64_t>(roi[0]);
     if (b < 0 || b >= N) ctx.fail_invalid("roi batch index out of range");
+    for (int k = 1; k < 5; ++k)
+      if (!(std::fabs(roi[k] * scale) < 1e15)) ctx.fail_invalid("roi " + std::to_string(r) + " has non-finite or huge coordinates");
     const int64_t x1 = std::llround(roi[1] * scale), y1 = std::llround(roi[2] * scale);
     const int64_t x2 = std::llround(roi[3] * scale), y2 = std::llround(roi[4] * scale);
     const int64_t rh = std::max<int64_t>(y2 - y1 + 1, 1), rw = std::max<int64_t>(x2 - x1 + 1, 1);

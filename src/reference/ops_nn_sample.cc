@@ -2,6 +2,7 @@
 // DeformConv, Col2Im, CausalConvWithState). Registered via add_nn_kernels().
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "reference/ops_nn_common.h"
@@ -52,7 +53,11 @@ void roi_align_kernel(KernelContext& ctx) {
       rw = std::max(rw, 1.0);
       rh = std::max(rh, 1.0);
     }
+    if (!std::isfinite(rh) || !std::isfinite(rw) || !std::isfinite(sh) || !std::isfinite(sw))
+      ctx.fail_invalid("roi " + std::to_string(r) + " has non-finite coordinates");
     const double bh = rh / static_cast<double>(PH), bw = rw / static_cast<double>(PW);
+    if (sampling == 0 && (rh / static_cast<double>(PH) > 1e5 || rw / static_cast<double>(PW) > 1e5))
+      ctx.fail_unsupported("roi " + std::to_string(r) + " is too large for an adaptive sampling grid");
     const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / static_cast<double>(PH)));
     const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / static_cast<double>(PW)));
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
@@ -194,10 +199,16 @@ void grid_sample_kernel(KernelContext& ctx) {
       int64_t idx[3][4];
       double wt[3][4];
       int ntap[3];
+      bool nan_point = false;  // a NaN grid coordinate gives NaN
       for (int64_t i = 0; i < nd; ++i) {
         const double g = gv[sz((n * osz + o) * nd + (nd - 1 - i))];  // grid holds (x, y, z): reversed
         const int64_t d = dims[sz(i)];
         double c = ac ? (g + 1) / 2.0 * static_cast<double>(d - 1) : ((g + 1) * static_cast<double>(d) - 1) / 2.0;
+        if (std::isnan(c)) {
+          nan_point = true;
+          c = 0;
+        }
+        c = std::clamp(c, -1e9, 1e9);  // far outside either way; keeps the integer casts defined
         if (mode == "nearest") c = std::nearbyint(c);
         if (c < lo[sz(i)] || c > hi[sz(i)]) {
           if (pad == "border") c = std::clamp(c, 0.0, static_cast<double>(d - 1));
@@ -240,7 +251,7 @@ void grid_sample_kernel(KernelContext& ctx) {
               if (nd >= 3) off = off * dims[2] + idx[2][e];
               acc += wt[0][a] * wt[1][b] * wt[2][e] * xp[off];
             }
-        y[sz((n * C + c) * osz + o)] = acc;
+        y[sz((n * C + c) * osz + o)] = nan_point ? std::numeric_limits<double>::quiet_NaN() : acc;
       }
     }
   Tensor& out = ctx.make_output(0, x.dtype(), oshape);
