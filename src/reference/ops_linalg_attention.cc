@@ -1,5 +1,5 @@
 // Reference kernels (linalg family, part 2): Attention, RotaryEmbedding, SwiGLU, LinearAttention,
-// CausalConvWithState, SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss. Registered through
+// SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss. Registered through
 // add_linalg_kernels().
 #include <algorithm>
 #include <cmath>
@@ -401,59 +401,6 @@ void linear_attention_kernel(KernelContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CausalConvWithState: depthwise causal Conv1d over [past_state | input], optional SiLU.
-
-void causal_conv_with_state_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
-  require_float(ctx, x, "input");
-  if (w.dtype() != x.dtype()) ctx.fail_invalid("weight type differs from input type");
-  if (x.rank() != 3) ctx.fail_invalid("input must be [batch, channels, length], got " + shape_to_string(x.shape()));
-  const int64_t B = x.dim(0), C = x.dim(1), L = x.dim(2);
-  if (w.rank() != 3 || w.dim(0) != C || w.dim(1) != 1 || w.dim(2) < 1)
-    ctx.fail_invalid("weight must be [channels, 1, k], got " + shape_to_string(w.shape()));
-  const int64_t k = w.dim(2), P = k - 1;
-  const std::string act = ctx.attr_string("activation", "none");
-  if (act != "none" && act != "silu" && act != "swish") ctx.fail_invalid("unknown activation '" + act + "'");
-  std::vector<double> bias(static_cast<size_t>(C), 0.0);
-  if (ctx.has_input(2)) {
-    const Tensor& bt = ctx.input(2);
-    if (bt.numel() != C || bt.rank() != 1) ctx.fail_invalid("bias must be [channels]");
-    bias = to_double_vector(bt);
-  }
-  // padded[b, c, 0 .. P + L)
-  std::vector<double> padded(static_cast<size_t>(B * C * (P + L)), 0.0);
-  auto xv = to_double_vector(x);
-  if (ctx.has_input(3)) {
-    const Tensor& ps = ctx.input(3);
-    if (ps.shape() != Shape{B, C, P})
-      ctx.fail_invalid("past_state shape " + shape_to_string(ps.shape()) + " must be " + shape_to_string({B, C, P}));
-    auto pv = to_double_vector(ps);
-    for (int64_t bc = 0; bc < B * C; ++bc)
-      for (int64_t t = 0; t < P; ++t) padded[static_cast<size_t>(bc * (P + L) + t)] = pv[static_cast<size_t>(bc * P + t)];
-  }
-  for (int64_t bc = 0; bc < B * C; ++bc)
-    for (int64_t t = 0; t < L; ++t) padded[static_cast<size_t>(bc * (P + L) + P + t)] = xv[static_cast<size_t>(bc * L + t)];
-  auto wv = to_double_vector(w);
-  Tensor& y = ctx.make_output(0, x.dtype(), x.shape());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < C; ++c) {
-      const double* row = padded.data() + (b * C + c) * (P + L);
-      for (int64_t t = 0; t < L; ++t) {
-        double acc = bias[static_cast<size_t>(c)];
-        for (int64_t i = 0; i < k; ++i) acc += wv[static_cast<size_t>(c * k + i)] * row[t + i];
-        if (act != "none") acc = acc / (1.0 + std::exp(-acc));
-        y.set_f64((b * C + c) * L + t, acc);
-      }
-    }
-  if (ctx.wants_output(1)) {
-    Tensor& ps = ctx.make_output(1, x.dtype(), {B, C, P});
-    for (int64_t bc = 0; bc < B * C; ++bc)
-      for (int64_t t = 0; t < P; ++t) ps.set_f64(bc * P + t, padded[static_cast<size_t>(bc * (P + L) + L + t)]);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss
 
 // loss over log-probabilities lp[N, C, D] (D = product of extra dims) and labels[N, D].
@@ -551,7 +498,6 @@ void add_linalg_attention_kernels(KernelTable& t) {
   t.add(OpKind::RotaryEmbedding, rotary_embedding_kernel);
   t.add(OpKind::SwiGLU, swiglu_kernel);
   t.add(OpKind::LinearAttention, linear_attention_kernel);
-  t.add(OpKind::CausalConvWithState, causal_conv_with_state_kernel);
   t.add(OpKind::SoftmaxCrossEntropyLoss, softmax_cross_entropy_kernel);
   t.add(OpKind::NegativeLogLikelihoodLoss, nll_loss_kernel);
 }
