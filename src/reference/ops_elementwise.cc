@@ -515,27 +515,39 @@ void swish_kernel(KernelContext& ctx) {
   unary_float(ctx, [&](double x) { return x * sigmoid(alpha * x); });
 }
 
-// PRelu: slope broadcasts unidirectionally to X.
+// PRelu: slope broadcasts unidirectionally to X. Before opset 7 a 1-D slope of size C is one
+// value per channel (axis 1), as PyTorch's PReLU, not a numpy broadcast over the last axis.
 void prelu_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& s = ctx.input(1);
   require_same_dtype(ctx, x, s);
   require_type(ctx, x.dtype(), kNumeric);
-  Shape shape = broadcast_shapes(ctx, x.shape(), s.shape());
+  Shape slope_shape = s.shape();
+  if (ctx.opset < 7 && s.rank() == 1 && x.rank() >= 2 && s.dim(0) == x.dim(1)) {
+    slope_shape.assign(static_cast<size_t>(x.rank() - 1), 1);
+    slope_shape[0] = s.dim(0);
+  }
+  Shape shape = broadcast_shapes(ctx, x.shape(), slope_shape);
   if (shape != x.shape())
     ctx.fail_invalid("slope of shape " + shape_to_string(s.shape()) + " does not broadcast to X of shape " +
                      shape_to_string(x.shape()));
+  const std::vector<int64_t> is = broadcast_index(slope_shape, shape);
   dispatch(ctx, x.dtype(), [&]<class T>() {
-    binary_map<T, T, T>(ctx, x.dtype(), [](T v, T a) -> T {
+    Tensor& out = ctx.make_output(0, x.dtype(), shape);
+    const T* px = x.data<T>();
+    const T* ps = s.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      T v = px[i], a = ps[is[static_cast<size_t>(i)]];
       if constexpr (is_float_v<T>) {
         double d = to_f64(v);
-        return d < 0 ? from_f64<T>(d * to_f64(a)) : v;
+        po[i] = d < 0 ? from_f64<T>(d * to_f64(a)) : v;
       } else if constexpr (std::is_signed_v<T>) {
-        return v < 0 ? wrap<T>(static_cast<uint64_t>(v) * static_cast<uint64_t>(a)) : v;
+        po[i] = v < 0 ? wrap<T>(static_cast<uint64_t>(v) * static_cast<uint64_t>(a)) : v;
       } else {
-        return v;
+        po[i] = v;
       }
-    }, /*legacy=*/false);
+    }
   });
 }
 
