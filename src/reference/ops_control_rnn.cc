@@ -106,7 +106,8 @@ void recurrent(KernelContext& ctx, Cell cell) {
   const int64_t hid = w.dim(1) / g64;
   if (ctx.has_attr("hidden_size") && ctx.attr_int("hidden_size", 0) != hid)
     ctx.fail_invalid("hidden_size does not match the shape of W");
-  if (r.shape() != Shape{num_dir, g64 * hid, hid}) ctx.fail_invalid("R has shape " + shape_to_string(r.shape()) + ", expected " + shape_to_string(Shape{num_dir, g64 * hid, hid}));
+  if (const Shape want{num_dir, g64 * hid, hid}; r.shape() != want)
+    ctx.fail_invalid("R has shape " + shape_to_string(r.shape()) + ", expected " + shape_to_string(want));
 
   std::vector<double> xv = to_double_vector(x), wv = to_double_vector(w), rv = to_double_vector(r);
   std::vector<double> bv(static_cast<size_t>(num_dir * 2 * g64 * hid), 0.0);
