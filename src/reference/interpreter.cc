@@ -1,5 +1,6 @@
 #include "reference/interpreter.h"
 
+#include <algorithm>
 #include <new>
 #include <stdexcept>
 
@@ -16,6 +17,17 @@ void collect_unsupported(const ir::Graph& g, std::vector<const ir::Node*>& out) 
       for (const auto& sg : a.graphs) collect_unsupported(*sg, out);
     }
   }
+}
+
+// Names a subgraph (or one nested in it) reads from enclosing scopes.
+void collect_outer_names(const ir::Graph& g, std::vector<std::string>& out) {
+  for (const ir::Value& v : g.values)
+    if (v.is_outer) out.push_back(v.name);
+  for (const ir::Node& n : g.nodes)
+    for (const auto& [key, a] : n.attrs) {
+      if (a.g) collect_outer_names(*a.g, out);
+      for (const auto& sg : a.graphs) collect_outer_names(*sg, out);
+    }
 }
 }  // namespace
 
@@ -53,6 +65,18 @@ void run_frame(Frame& frame) {
   for (const ir::Node& n : g.nodes)
     for (int v : n.inputs)
       if (v != ir::kNoValue) last_use[static_cast<size_t>(v)] = n.index;
+  // A value read by a node's subgraph (If/Loop/Scan bodies) stays alive at least until that node.
+  for (const ir::Node& n : g.nodes) {
+    std::vector<std::string> names;
+    for (const auto& [key, a] : n.attrs) {
+      if (a.g) collect_outer_names(*a.g, names);
+      for (const auto& sg : a.graphs) collect_outer_names(*sg, names);
+    }
+    for (const std::string& name : names) {
+      int v = g.find_value(name);
+      if (v != ir::kNoValue) last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], n.index);
+    }
+  }
   for (int v : g.outputs) last_use[static_cast<size_t>(v)] = static_cast<int>(g.nodes.size());
 
   for (const ir::Node& n : g.nodes) {
