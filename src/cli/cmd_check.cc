@@ -245,9 +245,13 @@ int cmd_check(int argc, char** argv) {
       "  --write-pass FILE      write the names of the passing tests to FILE\n"
       "  --markdown FILE        write the per-op table as Markdown to FILE\n"
       "  --no-fork              run tests in this process (debugging)\n";
-  std::vector<char*> argv2(argv, argv + argc);
-  for (auto& a : argv2)
-    if (std::string(a) == "-j") a = const_cast<char*>("--jobs");
+  // Accept make's spellings "-j N" and "-jN" for --jobs.
+  std::vector<std::string> words(argv, argv + argc);
+  for (std::string& w : words)
+    if (w == "-j") w = "--jobs";
+    else if (w.size() > 2 && w.rfind("-j", 0) == 0 && std::isdigit(static_cast<unsigned char>(w[2]))) w = "--jobs=" + w.substr(2);
+  std::vector<char*> argv2;
+  for (std::string& w : words) argv2.push_back(w.data());
   if (!parse_args(argc, argv2.data(), 2,
                   {"--rtol", "--atol", "--filter", "--jobs", "--timeout", "--expect-pass", "--write-pass", "--markdown"},
                   {"--json", "--verbose", "--no-fork", "--help"}, args, err) ||
