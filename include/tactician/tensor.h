@@ -71,6 +71,9 @@ class Tensor {
   // Zero-filled. Fails (as Result) when the size overflows or exceeds `kMaxBytes`.
   static Result<Tensor> create(DType dtype, Shape shape);
   static constexpr size_t kMaxBytes = size_t{1} << 36;  // 64 GiB: larger is a bad model
+  // A tensor over memory owned by someone else (the engine's arena, a caller's buffer). The
+  // memory must outlive the tensor and every copy of it.
+  static Tensor wrap(void* data, DType dtype, Shape shape);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

@@ -41,6 +41,15 @@ Result<Tensor> Tensor::create(DType dtype, Shape shape) {
   return t;
 }
 
+Tensor Tensor::wrap(void* data, DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.data_ = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(data), [](std::byte*) {});
+  return t;
+}
+
 Tensor Tensor::reshaped(Shape shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);

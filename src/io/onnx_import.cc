@@ -151,7 +151,7 @@ Status Importer::convert_graph(const onnx::GraphProto& gp, const std::set<std::s
     if (os == opsets_.end())
       return invalid_model(where + ": domain '" + n.domain + "' is not in the model's opset_import");
     n.opset = static_cast<int>(os->second);
-    n.op = n.domain.empty() ? ir::op_kind_from_name(n.op_type) : ir::OpKind::unknown;
+    n.op = n.domain.empty() || n.domain == ir::kInternalDomain ? ir::op_kind_from_name(n.op_type) : ir::OpKind::unknown;
     for (const auto& in : np.input()) {
       if (in.empty()) {
         n.inputs.push_back(ir::kNoValue);

@@ -24,6 +24,8 @@ enum class OpKind : int32_t {
   unknown = kCount,  // an op outside the list or outside the default domain
 };
 
+// Domain of the internal ops the builder creates (FusedConv, ...).
+inline constexpr const char* kInternalDomain = "tactician";
 // "Conv" -> OpKind::Conv; OpKind::unknown when not in the list.
 OpKind op_kind_from_name(std::string_view name);
 const char* op_name(OpKind op);

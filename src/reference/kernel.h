@@ -88,5 +88,6 @@ void add_linalg_kernels(KernelTable& t);
 void add_reduce_kernels(KernelTable& t);
 void add_shape_kernels(KernelTable& t);
 void add_control_kernels(KernelTable& t);
+void add_fused_kernels(KernelTable& t);  // the builder's internal ops (FusedConv, ...)
 
 }  // namespace tac::ref

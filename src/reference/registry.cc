@@ -12,6 +12,7 @@ const KernelTable& table() {
     add_reduce_kernels(k);
     add_shape_kernels(k);
     add_control_kernels(k);
+    add_fused_kernels(k);
     return k;
   }();
   return t;
@@ -23,6 +24,8 @@ RefKernel reference_kernel(ir::OpKind op) {
   return i >= 0 && i < ir::kNumOps ? table().kernels[i] : nullptr;
 }
 
-bool reference_supports(const ir::Node& n) { return n.domain.empty() && reference_kernel(n.op) != nullptr; }
+bool reference_supports(const ir::Node& n) {
+  return (n.domain.empty() || n.domain == ir::kInternalDomain) && reference_kernel(n.op) != nullptr;
+}
 
 }  // namespace tac::ref

@@ -1,0 +1,97 @@
+// The fallback tactic: any op the reference interpreter supports runs through its kernel, so
+// every model that `check` passes also builds. Slow, exact, and always last in the ranking.
+#include <cstring>
+
+#include "kernels/tactic.h"
+#include "reference/interpreter.h"
+#include "reference/kernel.h"
+
+namespace tac::kernels {
+
+namespace {
+
+class ReferenceKernel final : public Kernel {
+ public:
+  explicit ReferenceKernel(const ir::Node& node) : node_(node) {
+    // Values that the node's subgraphs read from the enclosing graph arrive as extra inputs
+    // after the node's own (see builder); a small scope graph names them for lookup.
+    for (const auto& [key, a] : node.attrs) {
+      std::vector<const ir::Graph*> subs;
+      if (a.g) subs.push_back(a.g.get());
+      for (const auto& g : a.graphs) subs.push_back(g.get());
+      for (const ir::Graph* g : subs)
+        for (const ir::Value& v : g->values)
+          if (v.is_outer && scope_.find_value(v.name) == ir::kNoValue) scope_.get_or_add_value(v.name);
+    }
+  }
+
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
+    const size_t own = node_.inputs.size();
+    std::vector<Datum> data(own);
+    std::vector<const Datum*> ptrs(own, nullptr);
+    for (size_t i = 0; i < own; ++i) {
+      if (node_.inputs[i] == ir::kNoValue || !in[i].data) continue;
+      data[i] = Datum(Tensor::wrap(in[i].data, in[i].dtype, in[i].shape));
+      ptrs[i] = &data[i];
+    }
+    ref::Frame scope(scope_, nullptr);
+    for (size_t k = 0; k < scope_.values.size() && own + k < in.size(); ++k) {
+      scope.values[k] = Datum(Tensor::wrap(in[own + k].data, in[own + k].dtype, in[own + k].shape));
+      scope.defined[k] = true;
+    }
+    ref::KernelContext ctx(node_, std::move(ptrs), &scope);
+    try {
+      ref::reference_kernel(node_.op)(ctx);
+    } catch (const ref::KernelError& e) {
+      return e.status;
+    } catch (const std::bad_alloc&) {
+      return internal_error(node_.label() + ": out of memory");
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!out[i].data) continue;
+      const Datum& d = ctx.outputs()[i];
+      if (d.kind != Datum::Kind::tensor || d.tensor.shape() != out[i].shape || d.tensor.dtype() != out[i].dtype)
+        return internal_error(node_.label() + ": output " + std::to_string(i) + " is " +
+                              (d.kind == Datum::Kind::tensor ? dtype_name(d.tensor.dtype()) + shape_to_string(d.tensor.shape())
+                                                             : std::string("not a tensor")) +
+                              ", the plan expected " + dtype_name(out[i].dtype) + shape_to_string(out[i].shape));
+      std::memcpy(out[i].data, d.tensor.raw(), d.tensor.bytes());
+    }
+    return Status::ok();
+  }
+
+ private:
+  const ir::Node& node_;
+  ir::Graph scope_;
+};
+
+Status reference_applies(const StepDesc& s) {
+  return ref::reference_supports(*s.node) ? Status::ok() : not_applicable("the reference interpreter lacks this op");
+}
+// Ranked last: a large constant cost per element keeps it behind any real tactic.
+double reference_cost(const StepDesc& s) {
+  double n = 1;
+  for (const Shape& sh : s.out_shapes) n += static_cast<double>(std::max<int64_t>(0, shape_numel(sh)));
+  return 1e6 + 100.0 * n;
+}
+Result<std::unique_ptr<Kernel>> reference_prepare(const StepDesc& s) {
+  return std::unique_ptr<Kernel>(new ReferenceKernel(*s.node));
+}
+
+}  // namespace
+
+std::span<const Tactic> reference_tactics() {
+  static const std::vector<Tactic> table = [] {
+    std::vector<Tactic> t;
+    for (int i = 0; i < ir::kNumOps; ++i) {
+      auto op = static_cast<ir::OpKind>(i);
+      if (ref::reference_kernel(op))
+        t.push_back(Tactic{"reference", op, "the reference interpreter's kernel (float64 accumulation; slow)",
+                           reference_applies, reference_cost, reference_prepare});
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tac::kernels

@@ -1,0 +1,85 @@
+// Tactics: the ways a step (one node of the built graph) can be computed.
+//
+// Each op family keeps a table of tactics (src/kernels/<family>/tactics.cc), listed explicitly in
+// src/kernels/registry.cc. A tactic is data: a name, the op it implements, a constraint check
+// (`applies`: ok, or ErrorKind::not_applicable with the reason), a cost estimate for the default
+// ranking, and `prepare`, which returns a Kernel ready to run (weights prepacked, scratch sized).
+// The builder filters by `applies`, ranks by `cost` for the default route, and a route can pin
+// any applicable tactic for any node. Nothing else chooses kernels: no rules in setup code.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "tactician/status.h"
+#include "tactician/tensor.h"
+
+namespace tac::kernels {
+
+// A non-owning view of a tensor in the engine's arena, an input, or a constant.
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::undefined;
+  Shape shape;
+  int64_t numel() const { return shape_numel(shape); }
+  template <class T> T* as() const { return static_cast<T*>(data); }
+};
+
+// What a tactic knows of the step it may run, at build time.
+struct StepDesc {
+  const ir::Node* node = nullptr;  // op, attributes (fusions add attributes, see passes), opset
+  std::vector<DType> in_dtypes, out_dtypes;
+  std::vector<Shape> in_shapes, out_shapes;  // concrete: plans are built for fixed shapes
+  // Per input: its data when it is a constant (weights), else nullptr. Absent optional inputs
+  // have DType::undefined.
+  std::vector<const Tensor*> constants;
+  int threads = 1;  // intra-op threads the engine runs with
+
+  bool has_input(size_t i) const { return i < in_dtypes.size() && in_dtypes[i] != DType::undefined; }
+};
+
+// A prepared tactic for one step. `run` must not allocate in the common case (scratch comes from
+// `workspace`, sized by workspace_bytes(); 64-byte aligned) and reads inputs / writes outputs
+// through the views. Outputs never alias inputs unless the step was planned in place.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual size_t workspace_bytes() const { return 0; }
+  virtual Status run(std::span<const TensorView> inputs, std::span<const TensorView> outputs, void* workspace) = 0;
+};
+
+struct Tactic {
+  const char* name;  // unique per op: "reference", "gemm_avx512_6x32", "onednn", ...
+  ir::OpKind op;
+  const char* help;  // one line, shown by `tactician knobs`
+  Status (*applies)(const StepDesc& step);
+  double (*cost)(const StepDesc& step);  // estimated nanoseconds; the default ranking sorts by it
+  Result<std::unique_ptr<Kernel>> (*prepare)(const StepDesc& step);
+};
+
+// Every tactic for `op` (the reference fallback included, always last).
+std::vector<const Tactic*> tactics_for(ir::OpKind op);
+// The tactic `name` for `op`, or nullptr.
+const Tactic* find_tactic(ir::OpKind op, const std::string& name);
+
+// Helpers for tactic implementations.
+inline Status not_applicable(std::string why) { return Status(ErrorKind::not_applicable, std::move(why)); }
+// Unique CPU features, checked once (AVX-512 F/BW/VL/DQ, AVX-512 BF16, VNNI, AVX2+FMA).
+struct CpuFeatures {
+  bool avx2_fma = false;
+  bool avx512 = false;
+  bool avx512_bf16 = false;
+  bool avx512_vnni = false;
+};
+const CpuFeatures& cpu_features();
+
+// Family tables, one per folder under src/kernels/ (listed in registry.cc).
+std::span<const Tactic> reference_tactics();  // one "reference" tactic per op, built at first use
+std::span<const Tactic> gemm_tactics();
+std::span<const Tactic> conv_tactics();
+std::span<const Tactic> elementwise_tactics();
+
+}  // namespace tac::kernels

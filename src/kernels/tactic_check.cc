@@ -1,0 +1,135 @@
+#include "kernels/tactic_check.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "reference/interpreter.h"
+#include "reference/kernel.h"
+
+namespace tac::kernels {
+
+ir::Node make_node(const std::string& op_type, size_t n_inputs, size_t n_outputs, int opset) {
+  ir::Node n;
+  n.op_type = op_type;
+  n.op = ir::op_kind_from_name(op_type);
+  n.opset = opset;
+  n.name = "test_" + op_type;
+  for (size_t i = 0; i < n_inputs; ++i) n.inputs.push_back(static_cast<int>(i));
+  for (size_t i = 0; i < n_outputs; ++i) n.outputs.push_back(static_cast<int>(n_inputs + i));
+  n.index = 0;
+  return n;
+}
+
+void set_attr(ir::Node& n, const std::string& key, int64_t v) {
+  ir::Attribute a;
+  a.type = ir::Attribute::Type::i;
+  a.i = v;
+  n.attrs[key] = a;
+}
+void set_attr(ir::Node& n, const std::string& key, float v) {
+  ir::Attribute a;
+  a.type = ir::Attribute::Type::f;
+  a.f = v;
+  n.attrs[key] = a;
+}
+void set_attr(ir::Node& n, const std::string& key, const std::string& v) {
+  ir::Attribute a;
+  a.type = ir::Attribute::Type::s;
+  a.s = v;
+  n.attrs[key] = a;
+}
+void set_attr(ir::Node& n, const std::string& key, std::vector<int64_t> v) {
+  ir::Attribute a;
+  a.type = ir::Attribute::Type::ints;
+  a.ints = std::move(v);
+  n.attrs[key] = a;
+}
+
+Tensor random_tensor(DType dtype, Shape shape, uint64_t seed) {
+  Tensor t = Tensor::create(dtype, std::move(shape)).value();
+  std::mt19937_64 rng(seed * 7919 + 17);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::uniform_int_distribution<int> small(-5, 5);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dtype_is_float(dtype)) t.set_f64(i, nd(rng));
+    else if (dtype == DType::boolean) t.set_i64(i, small(rng) > 0);
+    else t.set_i64(i, dtype_is_unsigned_int(dtype) ? std::abs(small(rng)) : small(rng));
+  }
+  return t;
+}
+
+TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::vector<Tensor>& inputs,
+                         const std::vector<bool>& const_mask, int threads) {
+  TacticCheck r;
+  // Reference first: it defines the output shapes.
+  std::vector<Datum> data(inputs.size());
+  std::vector<const Datum*> ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].empty()) {
+      ptrs.push_back(nullptr);
+      continue;
+    }
+    data[i] = Datum(inputs[i]);
+    ptrs.push_back(&data[i]);
+  }
+  ir::Graph empty;
+  ref::Frame frame(empty, nullptr);
+  ref::KernelContext ctx(node, ptrs, &frame);
+  ref::RefKernel rk = ref::reference_kernel(node.op);
+  if (!rk) {
+    r.status = internal_error("no reference kernel for " + node.op_type);
+    return r;
+  }
+  try {
+    rk(ctx);
+  } catch (const ref::KernelError& e) {
+    r.status = e.status.with_context("reference: ");
+    return r;
+  }
+  StepDesc step;
+  step.node = &node;
+  step.threads = threads;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    step.in_dtypes.push_back(inputs[i].empty() ? DType::undefined : inputs[i].dtype());
+    step.in_shapes.push_back(inputs[i].shape());
+    step.constants.push_back(i < const_mask.size() && const_mask[i] && !inputs[i].empty() ? &inputs[i] : nullptr);
+  }
+  for (const Datum& d : ctx.outputs()) {
+    r.expected.push_back(d.tensor);
+    step.out_dtypes.push_back(d.tensor.dtype());
+    step.out_shapes.push_back(d.tensor.shape());
+  }
+  r.status = tactic.applies(step);
+  if (!r.status) return r;
+  auto kernel = tactic.prepare(step);
+  if (!kernel) {
+    r.status = kernel.status();
+    return r;
+  }
+  std::vector<TensorView> in_views, out_views;
+  for (const Tensor& t : inputs)
+    in_views.push_back(TensorView{t.empty() ? nullptr : const_cast<void*>(t.raw()), t.dtype(), t.shape()});
+  for (const Tensor& e : r.expected) {
+    Tensor o = Tensor::create(e.dtype(), e.shape()).value();
+    // Poison the output so a kernel that skips elements cannot pass by luck.
+    std::memset(o.raw(), 0x7f, o.bytes());
+    out_views.push_back(TensorView{o.raw(), o.dtype(), o.shape()});
+    r.outputs.push_back(o);
+  }
+  std::vector<std::byte> ws((*kernel)->workspace_bytes() + 64);
+  void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
+  r.status = (*kernel)->run(in_views, out_views, aligned);
+  if (!r.status) return r;
+  for (size_t k = 0; k < r.expected.size(); ++k)
+    for (int64_t i = 0; i < r.expected[k].numel(); ++i) {
+      double want = r.expected[k].get_f64(i), got = r.outputs[k].get_f64(i);
+      double d = std::fabs(got - want);
+      if (std::isnan(d)) d = std::isnan(want) && std::isnan(got) ? 0 : INFINITY;
+      r.max_abs_diff = std::max(r.max_abs_diff, d);
+      r.max_rel_diff = std::max(r.max_rel_diff, d / std::max(std::fabs(want), 1e-6));
+    }
+  return r;
+}
+
+}  // namespace tac::kernels

@@ -1,0 +1,36 @@
+// Running one tactic on one node against the reference kernel: the harness behind every tactic
+// test (tests/unit/*_tactics_test.cc) and behind `builder.selection=isolated` timing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/tactic.h"
+
+namespace tac::kernels {
+
+struct TacticCheck {
+  Status status;               // ok, not_applicable, or the failure
+  std::vector<Tensor> outputs; // the tactic's outputs
+  std::vector<Tensor> expected;  // the reference kernel's outputs
+  double max_abs_diff = 0;     // over all outputs
+  double max_rel_diff = 0;     // |got - want| / max(|want|, 1e-6), over all outputs
+};
+
+// Runs `tactic` on `node` with `inputs` (inputs[i] is used as a constant, i.e. visible to
+// prepare(), when const_mask[i] is true) and the reference kernel on the same inputs; shapes of
+// the outputs come from the reference run.
+TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::vector<Tensor>& inputs,
+                         const std::vector<bool>& const_mask, int threads = 1);
+
+// A node for tests: op type, inputs named in0.., outputs out0.., opset 17 unless given.
+ir::Node make_node(const std::string& op_type, size_t n_inputs, size_t n_outputs, int opset = 17);
+void set_attr(ir::Node& n, const std::string& key, int64_t v);
+void set_attr(ir::Node& n, const std::string& key, float v);
+void set_attr(ir::Node& n, const std::string& key, const std::string& v);
+void set_attr(ir::Node& n, const std::string& key, std::vector<int64_t> v);
+
+// Seeded random tensor (normal(0,1) for floats, small integers otherwise). Never all zeros.
+Tensor random_tensor(DType dtype, Shape shape, uint64_t seed);
+
+}  // namespace tac::kernels

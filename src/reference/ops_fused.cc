@@ -1,0 +1,78 @@
+// Reference kernels of the builder's internal fused ops: the plain op's reference kernel, then
+// the epilogue (residual add, activation) in double. They define what a fusion must compute.
+#include "ir/epilogue.h"
+#include "reference/helpers.h"
+
+namespace tac::ref {
+
+namespace {
+
+using ir::OpKind;
+
+// Runs `base` (Conv or MatMul) on this node's first `n_base` inputs, then y = act(y + R).
+// `bias_last_dim`: FusedMatMul adds its bias input (index 2) along the last dim.
+void fused_kernel(KernelContext& ctx, OpKind base, size_t n_base, bool matmul) {
+  ir::Node plain = ctx.node;
+  plain.op = base;
+  plain.op_type = ir::op_name(base);
+  plain.domain.clear();
+  plain.inputs.resize(std::min(plain.inputs.size(), n_base));
+  std::vector<const Datum*> ins;
+  Tensor b_transposed;
+  for (size_t i = 0; i < plain.inputs.size(); ++i) ins.push_back(ctx.has_input(i) ? &ctx.input_datum(i) : nullptr);
+  Datum bt;
+  if (matmul && ctx.attr_int("transB", 0) != 0) {  // MatMul with B (2-D) transposed
+    const Tensor& b = ctx.input(1);
+    if (b.rank() != 2) ctx.fail_invalid("transB needs a 2-D B, got " + shape_to_string(b.shape()));
+    Tensor t = new_tensor(ctx, b.dtype(), {b.dim(1), b.dim(0)});
+    const size_t es = dtype_size(b.dtype());
+    for (int64_t i = 0; i < b.dim(0); ++i)
+      for (int64_t j = 0; j < b.dim(1); ++j)
+        std::memcpy(static_cast<std::byte*>(t.raw()) + (j * b.dim(0) + i) * es,
+                    static_cast<const std::byte*>(b.raw()) + (i * b.dim(1) + j) * es, es);
+    bt = Datum(t);
+    ins[1] = &bt;
+  }
+  KernelContext inner(plain, ins, nullptr);
+  reference_kernel(base)(inner);
+  Tensor y = inner.outputs()[0].tensor;
+  auto ep = ir::epilogue_of(ctx.node);
+  if (!ep) throw KernelError{ep.status()};
+  const size_t r_index = matmul ? 3 : 3;
+  const bool has_bias = matmul && ctx.has_input(2);
+  const bool has_res = ctx.has_input(r_index);
+  Tensor& out = ctx.make_output(0, y.dtype(), y.shape());
+  std::vector<int64_t> bias_idx, res_idx;
+  if (has_bias) {
+    const Tensor& b = ctx.input(2);
+    if (b.rank() != 1 || y.rank() < 1 || b.dim(0) != y.shape().back())
+      ctx.fail_invalid("bias of shape " + shape_to_string(b.shape()) + " does not match the last dim of " +
+                       shape_to_string(y.shape()));
+    bias_idx = broadcast_index(b.shape(), y.shape());
+  }
+  if (has_res) {
+    const Tensor& r = ctx.input(r_index);
+    if (broadcast_shapes(ctx, y.shape(), r.shape()) != y.shape())
+      ctx.fail_invalid("residual of shape " + shape_to_string(r.shape()) + " does not broadcast to " +
+                       shape_to_string(y.shape()));
+    res_idx = broadcast_index(r.shape(), y.shape());
+  }
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    double v = y.get_f64(i);
+    if (has_bias) v += ctx.input(2).get_f64(bias_idx[static_cast<size_t>(i)]);
+    if (has_res) v += ctx.input(r_index).get_f64(res_idx[static_cast<size_t>(i)]);
+    out.set_f64(i, ep->apply(v));
+  }
+}
+
+void fused_conv_kernel(KernelContext& ctx) { fused_kernel(ctx, OpKind::Conv, 3, false); }
+void fused_matmul_kernel(KernelContext& ctx) { fused_kernel(ctx, OpKind::MatMul, 2, true); }
+
+}  // namespace
+
+void add_fused_kernels(KernelTable& t) {
+  t.add(OpKind::FusedConv, fused_conv_kernel);
+  t.add(OpKind::FusedMatMul, fused_matmul_kernel);
+}
+
+}  // namespace tac::ref
