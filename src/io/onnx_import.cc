@@ -225,6 +225,11 @@ Result<ir::Model> load_model_from_bytes(const std::string& bytes, const std::str
   if (!mp.has_graph()) return invalid_model(label + ": the model has no graph");
   ir::Model m;
   m.path = label;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  m.hash = hex;
   m.ir_version = mp.ir_version();
   m.producer = mp.producer_name();
   for (const auto& os : mp.opset_import()) m.opsets[normalize_domain(os.domain())] = os.version();

@@ -129,6 +129,7 @@ struct Model {
   std::string path;  // file it was loaded from, for error messages
   int64_t ir_version = 0;
   std::string producer;
+  std::string hash;  // FNV-1a 64 of the model file's bytes, hex (plans and tuning records cite it)
   std::map<std::string, int64_t> opsets;  // domain ("" = default) -> version
   Graph graph;
 };

@@ -161,7 +161,8 @@ Dim window_out(const Dim& in, int64_t k, int64_t stride, int64_t dil, int64_t pa
 void infer_node(Graph& g, const Node& n) {
   Rules r(g, n);
   const ValueType* x = r.in(0);
-  OpKind op = n.domain.empty() ? n.op : OpKind::unknown;
+  OpKind op = n.domain.empty() || n.domain == kInternalDomain ? n.op : OpKind::unknown;
+  if (op == OpKind::FusedConv) op = OpKind::Conv;  // same shape rule; the epilogue keeps shapes
   if (is_unary_same(op) && x) {
     r.set(0, *x);
     return;
@@ -286,10 +287,14 @@ void infer_node(Graph& g, const Node& n) {
       r.set(0, t);
       return;
     }
-    case OpKind::MatMul: {
+    case OpKind::MatMul: case OpKind::FusedMatMul: {
       const ValueType* b = r.in(1);
       if (!x || !b || !x->has_shape || !b->has_shape || x->dims.empty() || b->dims.empty()) return;
       std::vector<Dim> a = x->dims, bb = b->dims;
+      if (op == OpKind::FusedMatMul && r.attr_i("transB", 0) != 0) {
+        if (bb.size() != 2) r.fail("transB needs a 2-D B, got " + b->to_string());
+        std::swap(bb[0], bb[1]);
+      }
       bool a1 = a.size() == 1, b1 = bb.size() == 1;
       if (a1) a.insert(a.begin(), known(1));
       if (b1) bb.push_back(known(1));
