@@ -159,13 +159,14 @@ Result<std::unique_ptr<Kernel>> onednn_prepare_impl(const StepDesc& step, bool p
 
 }  // namespace
 
-// oneDNN's blocked JIT kernels reach ~80% of peak for C, M >= 16 (less for the first layer's
-// C = 3 and for depthwise); reorders of src/dst (and residual) move every activation twice more.
+// oneDNN's blocked JIT kernels reach ~60% of peak for C, M >= 64 at one thread (146 GFLOP/s
+// measured on 256x14x14 3x3), ~40% for the first layer's C = 3, far less for depthwise;
+// reorders of src/dst (and residual) move every activation twice more.
 Status onednn_applies(const StepDesc& s) { return onednn_applies_impl(s); }
 double onednn_cost(const StepDesc& s) {
   auto g = conv_geom(s);
   if (!g) return 1e30;
-  const double eff = g->Cg() >= 16 && g->Mg() >= 16 ? 0.8 : 0.3;
+  const double eff = g->Cg() >= 16 && g->Mg() >= 16 ? 0.55 : g->Cg() >= 3 ? 0.4 : 0.05;
   const double reorders = 4.0 * 2 * g->N * (g->C * g->hw() + g->M * g->ohw() * (g->has_res ? 2 : 1));
   return cost_ns(g->flops(), eff, g->io_bytes() + reorders, g->threads);
 }
@@ -176,7 +177,7 @@ Status onednn_nchw_applies(const StepDesc& s) { return onednn_applies_impl(s); }
 double onednn_nchw_cost(const StepDesc& s) {
   auto g = conv_geom(s);
   if (!g) return 1e30;
-  return cost_ns(g->flops(), g->Cg() >= 16 ? 0.45 : 0.2, g->io_bytes() * 2, g->threads);
+  return cost_ns(g->flops(), g->Cg() >= 16 ? 0.3 : g->Cg() >= 3 ? 0.12 : 0.005, g->io_bytes() * 2, g->threads);
 }
 Result<std::unique_ptr<Kernel>> onednn_nchw_prepare(const StepDesc& s) { return onednn_prepare_impl(s, true); }
 
