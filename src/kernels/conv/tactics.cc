@@ -1,8 +1,35 @@
-// Tactic table of the conv family (see src/kernels/tactic.h).
-#include "kernels/tactic.h"
+// Tactic table of the conv family (see src/kernels/tactic.h). Conv and FusedConv share every
+// implementation (a plain Conv is a FusedConv with an empty epilogue), so each row appears twice.
+#include "kernels/conv/conv_common.h"
 
 namespace tac::kernels {
 
-std::span<const Tactic> conv_tactics() { return {}; }
+namespace {
+
+using namespace conv;
+
+#define TAC_CONV_ROWS(name, help)                                                               \
+  Tactic{#name, ir::OpKind::Conv, help, name##_applies, name##_cost, name##_prepare},           \
+      Tactic {                                                                                  \
+    #name, ir::OpKind::FusedConv, help, name##_applies, name##_cost, name##_prepare             \
+  }
+
+const Tactic kConvTactics[] = {
+    TAC_CONV_ROWS(im2col_gemm, "im2col into the workspace + OpenBLAS sgemm per image and group; any 2-D conv"),
+    TAC_CONV_ROWS(conv1x1_gemm, "1x1 pad-0 conv as sgemm on the NCHW planes (strided: subsample first)"),
+    TAC_CONV_ROWS(direct_avx512, "direct conv on a padded input, 32 out-channels x 12 pixels AVX-512 tile; const weights"),
+    TAC_CONV_ROWS(direct_avx2, "direct conv on a padded input, 16 out-channels x 6 pixels AVX2 tile; const weights"),
+    TAC_CONV_ROWS(winograd_f2x3, "Winograd F(2x2,3x3): 3x3 stride 1 dilation 1 group 1, 16 sgemms; const weights"),
+    TAC_CONV_ROWS(winograd_f4x3, "Winograd F(4x4,3x3): 3x3 stride 1 dilation 1 group 1, 36 sgemms; const weights"),
+    TAC_CONV_ROWS(depthwise_avx512, "depthwise (group == C == M) conv, 16 output pixels per AVX-512 vector"),
+    TAC_CONV_ROWS(depthwise_avx2, "depthwise (group == C == M) conv, 8 output pixels per AVX2 vector"),
+    TAC_CONV_ROWS(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside"),
+    TAC_CONV_ROWS(onednn_nchw, "oneDNN convolution forced to plain nchw/oihw formats (no reorders)"),
+};
+#undef TAC_CONV_ROWS
+
+}  // namespace
+
+std::span<const Tactic> conv_tactics() { return kConvTactics; }
 
 }  // namespace tac::kernels
