@@ -1,0 +1,120 @@
+#include "runtime/engine.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace tac::runtime {
+
+namespace {
+std::byte* aligned_block(std::unique_ptr<std::byte[]>& storage, int64_t bytes) {
+  storage.reset(new std::byte[static_cast<size_t>(bytes) + 64]);
+  return reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(storage.get()) + 63) & ~uintptr_t{63});
+}
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->plan_ = std::make_unique<builder::Plan>(std::move(plan));
+  builder::Plan& p = *e->plan_;
+  const ir::Graph& g = p.model.graph;
+  e->arena_ = aligned_block(e->arena_storage_, p.arena_bytes);
+  std::vector<size_t> input_pos(g.values.size(), SIZE_MAX);
+  for (size_t i = 0; i < g.inputs.size(); ++i) input_pos[static_cast<size_t>(g.inputs[i])] = i;
+  auto view_of = [&](int v) -> kernels::TensorView {
+    if (v == ir::kNoValue) return {};
+    const builder::PlanValue& pv = p.values[static_cast<size_t>(v)];
+    kernels::TensorView tv{nullptr, pv.dtype, pv.shape};
+    if (pv.kind == builder::PlanValue::Kind::arena) tv.data = e->arena_ + pv.offset;
+    else if (pv.kind == builder::PlanValue::Kind::constant)
+      tv.data = const_cast<void*>(g.values[static_cast<size_t>(v)].initializer->raw());
+    return tv;
+  };
+  int64_t workspace = 0;
+  for (const builder::PlanStep& st : p.steps) {
+    const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+    kernels::StepDesc desc;
+    desc.node = &n;
+    desc.threads = p.threads;
+    Views views;
+    for (size_t i = 0; i < st.inputs.size(); ++i) {
+      int v = st.inputs[i];
+      views.in.push_back(view_of(v));
+      desc.in_dtypes.push_back(v == ir::kNoValue ? DType::undefined : p.values[static_cast<size_t>(v)].dtype);
+      desc.in_shapes.push_back(v == ir::kNoValue ? Shape{} : p.values[static_cast<size_t>(v)].shape);
+      desc.constants.push_back(v != ir::kNoValue && g.values[static_cast<size_t>(v)].initializer
+                                   ? &*g.values[static_cast<size_t>(v)].initializer
+                                   : nullptr);
+      if (v != ir::kNoValue && input_pos[static_cast<size_t>(v)] != SIZE_MAX)
+        views.from_inputs.emplace_back(i, input_pos[static_cast<size_t>(v)]);
+    }
+    for (int v : st.outputs) {
+      views.out.push_back(view_of(v));
+      desc.out_dtypes.push_back(v == ir::kNoValue ? DType::undefined : p.values[static_cast<size_t>(v)].dtype);
+      desc.out_shapes.push_back(v == ir::kNoValue ? Shape{} : p.values[static_cast<size_t>(v)].shape);
+    }
+    auto k = st.tactic->prepare(desc);
+    if (!k) return k.status().with_context(n.label() + " (tactic " + st.tactic->name + "): ");
+    workspace = std::max<int64_t>(workspace, static_cast<int64_t>((*k)->workspace_bytes()));
+    e->kernels_.push_back(std::move(k).value());
+    e->views_.push_back(std::move(views));
+  }
+  p.workspace_bytes = workspace;
+  e->workspace_ = aligned_block(e->workspace_storage_, workspace);
+  return e;
+}
+
+std::vector<std::pair<DType, Shape>> Engine::input_specs() const {
+  std::vector<std::pair<DType, Shape>> s;
+  for (int v : plan_->model.graph.inputs) s.emplace_back(plan_->values[static_cast<size_t>(v)].dtype, plan_->values[static_cast<size_t>(v)].shape);
+  return s;
+}
+
+Result<std::vector<Tensor>> Engine::run(const std::vector<Tensor>& inputs) { return execute(inputs, nullptr); }
+
+Result<std::vector<Tensor>> Engine::run_profiled(const std::vector<Tensor>& inputs, std::vector<double>& step_ns) {
+  step_ns.assign(kernels_.size(), 0.0);
+  return execute(inputs, &step_ns);
+}
+
+Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, std::vector<double>* step_ns) {
+  const builder::Plan& p = *plan_;
+  const ir::Graph& g = p.model.graph;
+  if (inputs.size() != g.inputs.size())
+    return invalid_argument("the engine takes " + std::to_string(g.inputs.size()) + " inputs, " +
+                            std::to_string(inputs.size()) + " given");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const builder::PlanValue& pv = p.values[static_cast<size_t>(g.inputs[i])];
+    if (inputs[i].dtype() != pv.dtype || inputs[i].shape() != pv.shape)
+      return invalid_argument("input '" + g.values[static_cast<size_t>(g.inputs[i])].name + "': the plan was built for " +
+                              dtype_name(pv.dtype) + shape_to_string(pv.shape) + ", got " +
+                              dtype_name(inputs[i].dtype()) + shape_to_string(inputs[i].shape()));
+  }
+  for (size_t s = 0; s < kernels_.size(); ++s) {
+    Views& v = views_[s];
+    for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>(inputs[pos].raw());
+    auto t0 = step_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    Status st = kernels_[s]->run(v.in, v.out, workspace_);
+    if (step_ns) (*step_ns)[s] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    if (!st) {
+      const ir::Node& n = g.nodes[static_cast<size_t>(p.steps[s].node)];
+      return st.with_context(n.label() + " (tactic " + p.steps[s].tactic->name + "): ");
+    }
+  }
+  std::vector<Tensor> outs;
+  for (int v : g.outputs) {
+    const builder::PlanValue& pv = p.values[static_cast<size_t>(v)];
+    TAC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(pv.dtype, pv.shape));
+    const void* src = nullptr;
+    if (pv.kind == builder::PlanValue::Kind::arena) src = arena_ + pv.offset;
+    else if (pv.kind == builder::PlanValue::Kind::constant) src = g.values[static_cast<size_t>(v)].initializer->raw();
+    else
+      for (size_t i = 0; i < g.inputs.size(); ++i)
+        if (g.inputs[i] == v) src = inputs[i].raw();
+    if (!src) return internal_error("output '" + g.values[static_cast<size_t>(v)].name + "' has no storage");
+    std::memcpy(t.raw(), src, t.bytes());
+    outs.push_back(std::move(t));
+  }
+  return outs;
+}
+
+}  // namespace tac::runtime

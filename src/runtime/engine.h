@@ -1,0 +1,45 @@
+// The runtime: an engine executes a plan (prepared kernels over one arena).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "builder/plan.h"
+
+namespace tac::runtime {
+
+class Engine {
+ public:
+  // Prepares every step's kernel (weights prepacked) and allocates the arena and workspace.
+  static Result<std::unique_ptr<Engine>> create(builder::Plan plan);
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const builder::Plan& plan() const { return *plan_; }
+
+  // Runs the plan. `inputs` by graph input position, with the plan's dtypes and shapes;
+  // returns the outputs by graph output position (copied out of the arena).
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  // Same, recording each step's wall time in ns into `step_ns` (one entry per step).
+  Result<std::vector<Tensor>> run_profiled(const std::vector<Tensor>& inputs, std::vector<double>& step_ns);
+
+  // The input shapes/types the plan was built for, by graph input position.
+  std::vector<std::pair<DType, Shape>> input_specs() const;
+
+ private:
+  Engine() = default;
+  Result<std::vector<Tensor>> execute(const std::vector<Tensor>& inputs, std::vector<double>* step_ns);
+
+  std::unique_ptr<builder::Plan> plan_;  // stable address: kernels refer to its nodes
+  std::unique_ptr<std::byte[]> arena_storage_, workspace_storage_;
+  std::byte* arena_ = nullptr;
+  std::byte* workspace_ = nullptr;
+  std::vector<std::unique_ptr<kernels::Kernel>> kernels_;
+  struct Views {
+    std::vector<kernels::TensorView> in, out;
+    std::vector<std::pair<size_t, size_t>> from_inputs;  // (slot in `in`, graph input position)
+  };
+  std::vector<Views> views_;
+};
+
+}  // namespace tac::runtime
