@@ -65,6 +65,17 @@ fi
 FMA_LINES=$([ -x "$FMA" ] && "$FMA" 2>&1 || echo "fma_peak: n/a")
 echo "$FMA_LINES" >&2
 
+# ---- work per model (for achieved GFLOP/s): bench/flops.py, 2 x MACs of Conv/MatMul/Gemm ----
+PY_ONNX=${PY_ONNX:-/usr/bin/python3}
+FLOPS=""
+for m in $MODELS; do
+  mp=$(model_path "$m")
+  [ -f "$mp" ] || continue
+  f=$("$PY_ONNX" bench/flops.py "$mp" 2>/dev/null | tail -n 1 | cut -f1,2)
+  [ -n "$f" ] && FLOPS+="$m"$'\t'"$f"$'\n'
+done
+PEAK=$(printf '%s\n' "$FMA_LINES" | sed -n 's/.*AVX-512: \([0-9.]*\) GFLOP.*/\1/p' | head -1)
+
 # ---- the runs ----
 LOGDIR=$(mktemp -d /tmp/tactician-bench.XXXXXX)
 RAW="$LOGDIR/raw.tsv"   # model threads engine round median_ms|n/a note
@@ -130,7 +141,7 @@ ORTV=$(node -p 'require("./bench/ort/node_modules/onnxruntime-node/package.json"
 REPORT="$LOGDIR/report.md"
 RAW="$RAW" ROUNDS="$ROUNDS" THREADS="$THREADS" MODELS="$MODELS" FMA_LINES="$FMA_LINES" \
 CMDLINE="$CMDLINE" COMMIT="$COMMIT" CPU="$CPU" NCPU="$NCPU" START="$START" ORTV="$ORTV" \
-LOAD="$LOAD_BEFORE -> $LOAD_AFTER" TACTICIAN_ARGS="$TACTICIAN_ARGS" ORT_ARGS="$ORT_ARGS" \
+LOAD="$LOAD_BEFORE -> $LOAD_AFTER" FLOPS="$FLOPS" PEAK="$PEAK" TACTICIAN_ARGS="$TACTICIAN_ARGS" ORT_ARGS="$ORT_ARGS" \
 python3 - > "$REPORT" <<'PY'
 import math, os, statistics as st
 E = os.environ
@@ -147,6 +158,16 @@ def agg(v):  # median of the round medians, relative spread (max - min) / median
     if not v: return None, None
     m = st.median(v)
     return m, (max(v) - min(v)) / m
+gflop = {}
+for l in E['FLOPS'].splitlines():
+    m, g, kind = l.split('\t')
+    gflop[m] = (float(g), kind == 'lower-bound')
+peak = float(E['PEAK']) if E['PEAK'] else None
+def rate(m, t, x):  # achieved GFLOP/s and share of the measured peak x threads
+    if x is None or m not in gflop: return 'n/a'
+    g, lb = gflop[m]
+    r = g / (x / 1e3)
+    return ('≥' if lb else '') + f'{r:.0f}' + (f' ({100 * r / (peak * t):.0f}%)' if peak else '')
 def ms(x): return 'n/a' if x is None else f'{x:.2f}'
 def pct(x): return 'n/a' if x is None else f'{100 * x:.1f}%'
 
@@ -162,11 +183,13 @@ print(f"- ONNX Runtime: onnxruntime-node {E['ORTV']}, CPU EP, graph optimization
 print(f"- method: {E['ROUNDS']} rounds per cell, interleaved (Tactician, ORT, Tactician, ORT, ...), each run a new "
       f"process; each engine's figure is the median of its round medians; spread = (max - min) / median of the "
       f"round medians, per engine")
+print("- GFLOP = 2 x multiply-adds of the model's Conv/MatMul/Gemm nodes at batch 1 (bench/flops.py; ≥: some "
+      "attention MatMuls had no inferred shape and are left out); peak = the AVX-512 line below")
 for l in E['FMA_LINES'].splitlines():
     print(f'- {l.strip()}')
 print()
-print('| model | threads | tactician ms | ORT ms | ratio tactician/ORT | spread (tactician; ORT) |')
-print('| --- | --- | --- | --- | --- | --- |')
+print('| model | threads | tactician ms | ORT ms | ratio tactician/ORT | spread (tactician; ORT) | GFLOP | GFLOP/s (% of peak x threads): tactician; ORT |')
+print('| --- | --- | --- | --- | --- | --- | --- | --- |')
 ratios = {}
 notes = []
 for t in [int(x) for x in E['THREADS'].split()]:
@@ -177,7 +200,7 @@ for t in [int(x) for x in E['THREADS'].split()]:
         ratio = tm / om if tm and om else None
         if ratio: ratios.setdefault(t, []).append(ratio)
         nr = f" ({len(r['tactician'])}/{len(r['ort'])} rounds)" if (r['tactician'] and len(r['tactician']) != int(E['ROUNDS'])) or (r['ort'] and len(r['ort']) != int(E['ROUNDS'])) else ''
-        print(f"| {m} | {t} | {ms(tm)} | {ms(om)} | {'n/a' if ratio is None else f'{ratio:.3f}'} | {pct(ts)}; {pct(om and os_)}{nr} |")
+        print(f"| {m} | {t} | {ms(tm)} | {ms(om)} | {'n/a' if ratio is None else f'{ratio:.3f}'} | {pct(ts)}; {pct(om and os_)}{nr} | {('≥' if gflop[m][1] else '') + f'{gflop[m][0]:.3f}' if m in gflop else 'n/a'} | {rate(m, t, tm)}; {rate(m, t, om)} |")
         for n in sorted(r['notes']):
             notes.append(f'{m}, {t} thread(s): {n}')
 print()
