@@ -35,5 +35,9 @@ bool parse_args(int argc, char** argv, int first, const std::set<std::string>& w
 int cmd_info(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_check(int argc, char** argv);
+int cmd_knobs(int argc, char** argv);
+int cmd_build(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_profile(int argc, char** argv);
 
 }  // namespace tac::cli

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "cli/args.h"
+#include "cli/engine_args.h"
 #include "io/onnx_import.h"
 #include "io/test_case.h"
 #include "reference/compare.h"
@@ -65,8 +66,31 @@ Outcome outcome_of(const Status& s) {
   return s.kind() == ErrorKind::unsupported ? Outcome::unsupported : Outcome::error;
 }
 
+// How each test's model runs: the reference interpreter, or an engine built for a route.
+struct RunMode {
+  bool reference = false;
+  builder::Route route;
+};
+
+// Runs one data set through an engine built for its input shapes.
+Result<std::vector<Datum>> run_engine(const ir::Model& m, const io::TestDataSet& ds, const RunMode& mode) {
+  builder::BuildOptions opts;
+  TAC_RETURN_IF_ERROR(bind_dims(m.graph, ds.inputs, opts));
+  std::vector<Tensor> inputs;
+  for (const Datum& d : ds.inputs) {
+    if (!d.is_tensor()) return unsupported("engines take tensor inputs only (this test feeds a sequence or optional)");
+    inputs.push_back(d.tensor);
+  }
+  TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::build_plan(m, mode.route, opts));
+  TAC_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(std::move(plan)));
+  TAC_ASSIGN_OR_RETURN(std::vector<Tensor> outs, engine->run(inputs));
+  std::vector<Datum> ds_out;
+  for (Tensor& t : outs) ds_out.push_back(Datum(std::move(t)));
+  return ds_out;
+}
+
 // Runs one test directory in this process; writes "ops ..." and "result ..." lines to `out`.
-void run_one(const std::string& dir, const ref::Tolerance& tol, FILE* out) {
+void run_one(const std::string& dir, const ref::Tolerance& tol, const RunMode& mode, FILE* out) {
   auto finish = [&](Outcome o, const std::string& msg) {
     std::fprintf(out, "result %s %s\n", outcome_name(o), one_line(msg).c_str());
     std::fflush(out);
@@ -85,7 +109,7 @@ void run_one(const std::string& dir, const ref::Tolerance& tol, FILE* out) {
   if (!sets) return finish(outcome_of(sets.status()), sets.status().to_string());
   if (sets->empty()) return finish(Outcome::error, "no test_data_set_* directories");
   for (const io::TestDataSet& ds : *sets) {
-    auto outs = ref::run_model(*model, ds.inputs);
+    auto outs = mode.reference ? ref::run_model(*model, ds.inputs) : run_engine(*model, ds, mode);
     if (!outs) return finish(outcome_of(outs.status()), outs.status().to_string());
     if (outs->size() < ds.outputs.size())
       return finish(Outcome::fail, "the model computed " + std::to_string(outs->size()) + " outputs, expected " +
@@ -132,14 +156,14 @@ struct Child {
   bool killed = false;
 };
 
-std::vector<TestResult> run_all(const std::vector<std::string>& dirs, const ref::Tolerance& tol, int jobs,
-                                double timeout_s, bool fork_tests) {
+std::vector<TestResult> run_all(const std::vector<std::string>& dirs, const ref::Tolerance& tol, const RunMode& mode,
+                                int jobs, double timeout_s, bool fork_tests) {
   std::vector<TestResult> results(dirs.size());
   for (size_t i = 0; i < dirs.size(); ++i) results[i].name = std::filesystem::path(dirs[i]).filename().string();
   if (!fork_tests) {
     for (size_t i = 0; i < dirs.size(); ++i) {
       FILE* mem = std::tmpfile();
-      run_one(dirs[i], tol, mem);
+      run_one(dirs[i], tol, mode, mem);
       std::rewind(mem);
       std::string text;
       char buf[4096];
@@ -166,7 +190,7 @@ std::vector<TestResult> run_all(const std::vector<std::string>& dirs, const ref:
       if (pid == 0) {
         close(fds[0]);
         FILE* out = fdopen(fds[1], "w");
-        run_one(dirs[next], tol, out);
+        run_one(dirs[next], tol, mode, out);
         std::fclose(out);
         _exit(0);
       }
@@ -234,7 +258,9 @@ int cmd_check(int argc, char** argv) {
   const char* help =
       "usage: tactician check PATH [options]\n"
       "PATH is a test directory (model.onnx + test_data_set_*/input_K.pb, output_K.pb) or a folder of them.\n"
-      "Runs each model with the reference interpreter on each data set and compares every output.\n"
+      "Runs each model on each data set and compares every output. The model runs as an engine built\n"
+      "for the default route (or --route / --route-file), or with --reference through the reference\n"
+      "interpreter.\n"
       "  --rtol X, --atol X     tolerance |got-expected| <= atol + rtol*|expected| (default 1e-3, 1e-7)\n"
       "  --json                 the last line of stdout is a JSON summary\n"
       "  --verbose              print every test, not only those that do not pass\n"
@@ -244,7 +270,9 @@ int cmd_check(int argc, char** argv) {
       "  --expect-pass FILE     fail (exit 1) only when a test listed in FILE does not pass\n"
       "  --write-pass FILE      write the names of the passing tests to FILE\n"
       "  --markdown FILE        write the per-op table as Markdown to FILE\n"
-      "  --no-fork              run tests in this process (debugging)\n";
+      "  --no-fork              run tests in this process (debugging)\n"
+      "  --reference            run the reference interpreter instead of a built engine\n"
+      "  --route \"k=v ...\", --route-file F, --threads N   the route engines are built for\n";
   // Accept make's spellings "-j N" and "-jN" for --jobs.
   std::vector<std::string> words(argv, argv + argc);
   for (std::string& w : words)
@@ -253,8 +281,9 @@ int cmd_check(int argc, char** argv) {
   std::vector<char*> argv2;
   for (std::string& w : words) argv2.push_back(w.data());
   if (!parse_args(argc, argv2.data(), 2,
-                  {"--rtol", "--atol", "--filter", "--jobs", "--timeout", "--expect-pass", "--write-pass", "--markdown"},
-                  {"--json", "--verbose", "--no-fork", "--help"}, args, err) ||
+                  {"--rtol", "--atol", "--filter", "--jobs", "--timeout", "--expect-pass", "--write-pass", "--markdown",
+                   "--route", "--route-file", "--threads"},
+                  {"--json", "--verbose", "--no-fork", "--reference", "--help"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician check: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
@@ -281,8 +310,22 @@ int cmd_check(int argc, char** argv) {
     std::fprintf(stderr, "tactician check: no test directories (model.onnx + test_data_set_*) under %s\n", path.c_str());
     return 2;
   }
+  RunMode mode;
+  mode.reference = args.has("--reference");
+  if (mode.reference && (args.has("--route") || args.has("--route-file") || args.has("--threads"))) {
+    std::fprintf(stderr, "tactician check: --reference runs the interpreter: --route/--threads do not apply\n");
+    return 2;
+  }
+  if (!mode.reference) {
+    auto route = route_from_args(args);
+    if (!route) {
+      std::fprintf(stderr, "tactician check: %s\n", route.status().to_string().c_str());
+      return 2;
+    }
+    mode.route = *route;
+  }
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<TestResult> results = run_all(dirs, tol, jobs, timeout_s, !args.has("--no-fork"));
+  std::vector<TestResult> results = run_all(dirs, tol, mode, jobs, timeout_s, !args.has("--no-fork"));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // Per-op table: a test counts for every op type its model uses.

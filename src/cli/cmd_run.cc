@@ -5,6 +5,7 @@
 #include <random>
 
 #include "cli/args.h"
+#include "cli/engine_args.h"
 #include "io/onnx_import.h"
 #include "io/tensor_io.h"
 #include "reference/interpreter.h"
@@ -50,14 +51,17 @@ int cmd_run(int argc, char** argv) {
   const char* help =
       "usage: tactician run MODEL.onnx [--input NAME=FILE.pb|FILE.npy]... [--random-inputs [--seed S]\n"
       "                     [--dim SYMBOL=N]...] [--output-dir DIR [--format pb|npy]]\n"
-      "Runs the model with the reference interpreter and writes every output to DIR as\n"
-      "<output name>.pb (ONNX TensorProto) or .npy.\n"
+      "                     [--plan F.plan | --route \"k=v ...\" | --route-file F | --reference] [--threads N]\n"
+      "Runs the model and writes every output to DIR as <output name>.pb (ONNX TensorProto) or .npy.\n"
+      "The engine is built for the default route unless --route/--route-file say otherwise, or\n"
+      "loaded with --plan; --reference runs the reference interpreter instead.\n"
       "  --input NAME=FILE   a graph input from a .pb (TensorProto) or .npy file\n"
       "  --random-inputs     fill inputs not given with seeded random data of the declared type/shape\n"
       "  --seed S            seed for --random-inputs (default 0)\n"
       "  --dim SYMBOL=N      value of a symbolic dimension for random inputs (default 1)\n";
-  if (!parse_args(argc, argv, 2, {"--input", "--output-dir", "--format", "--seed", "--dim"},
-                  {"--random-inputs", "--help"}, args, err) ||
+  std::set<std::string> flags = kEngineFlags;
+  for (const char* f : {"--input", "--output-dir", "--format", "--seed"}) flags.insert(f);
+  if (!parse_args(argc, argv, 2, flags, {"--random-inputs", "--reference", "--help"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician run: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
@@ -127,14 +131,49 @@ int cmd_run(int argc, char** argv) {
       return 2;
     }
   }
-  auto t0 = std::chrono::steady_clock::now();
-  auto outs = ref::run_model(m, inputs);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (!outs) {
-    std::fprintf(stderr, "tactician run: %s\n", outs.status().to_string().c_str());
-    return 1;
+  Result<std::vector<Datum>> outs = std::vector<Datum>{};
+  double ms = 0;
+  if (args.has("--reference")) {
+    if (args.has("--plan") || args.has("--route") || args.has("--route-file")) {
+      std::fprintf(stderr, "tactician run: --reference runs the interpreter: --plan/--route do not apply\n");
+      return 2;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    outs = ref::run_model(m, inputs);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!outs) {
+      std::fprintf(stderr, "tactician run: %s\n", outs.status().to_string().c_str());
+      return 1;
+    }
+    std::printf("ran %s with the reference interpreter in %.1f ms\n", m.path.c_str(), ms);
+  } else {
+    builder::BuildOptions opts;
+    opts.dims = dims;
+    Status bound = bind_dims(g, inputs, opts);
+    if (!bound) {
+      std::fprintf(stderr, "tactician run: %s\n", bound.to_string().c_str());
+      return 2;
+    }
+    auto engine = engine_from_args(args, &m, opts);
+    if (!engine) {
+      std::fprintf(stderr, "tactician run: %s\n", engine.status().to_string().c_str());
+      return engine.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
+    }
+    std::vector<Tensor> tensors;
+    for (const Datum& d : inputs) tensors.push_back(d.tensor);
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = (*engine)->run(tensors);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!r) {
+      std::fprintf(stderr, "tactician run: %s\n", r.status().to_string().c_str());
+      return 1;
+    }
+    std::vector<Datum> ds;
+    for (Tensor& t : *r) ds.push_back(Datum(std::move(t)));
+    outs = std::move(ds);
+    std::printf("ran %s with a built engine (%zu steps, route: %s) in %.1f ms\n", m.path.c_str(),
+                (*engine)->plan().steps.size(), (*engine)->plan().route.empty() ? "default" : (*engine)->plan().route.c_str(), ms);
   }
-  std::printf("ran %s with the reference interpreter in %.1f ms\n", m.path.c_str(), ms);
   std::string dir = args.get("--output-dir");
   if (!dir.empty()) {
     std::error_code ec;

@@ -50,9 +50,13 @@ void usage(FILE* f) {
                "usage: tactician <command> [options]\n\n"
                "commands:\n"
                "  info MODEL.onnx             inputs, outputs, opsets, ops, parameters, unsupported ops\n"
-               "  run MODEL.onnx [options]    run the model, write its outputs (.pb or .npy)\n"
+               "  knobs MODEL.onnx            the knob space: every build decision, its values and default\n"
+               "  build MODEL.onnx [-o F]     build an engine plan for a route (default: the default route)\n"
+               "  run MODEL.onnx [options]    run an engine (or --reference), write its outputs (.pb or .npy)\n"
                "  check PATH [--json]         run test directories (model.onnx + test_data_set_*) and\n"
-               "                              compare with their expected outputs\n\n"
+               "                              compare with their expected outputs\n"
+               "  bench MODEL.onnx|F.plan     end-to-end latency (median, p10, p90, cv)\n"
+               "  profile MODEL.onnx          per-step times in the engine vs the same tactics timed alone\n\n"
                "`tactician <command> --help` describes a command's options.\n");
 }
 }  // namespace
@@ -66,6 +70,10 @@ int main(int argc, char** argv) {
   if (cmd == "info") return tac::cli::cmd_info(argc, argv);
   if (cmd == "run") return tac::cli::cmd_run(argc, argv);
   if (cmd == "check") return tac::cli::cmd_check(argc, argv);
+  if (cmd == "knobs") return tac::cli::cmd_knobs(argc, argv);
+  if (cmd == "build") return tac::cli::cmd_build(argc, argv);
+  if (cmd == "bench") return tac::cli::cmd_bench(argc, argv);
+  if (cmd == "profile") return tac::cli::cmd_profile(argc, argv);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     usage(stdout);
     return 0;

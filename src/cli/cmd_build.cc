@@ -1,0 +1,90 @@
+// tactician build MODEL.onnx [--route "k=v ..." | --route-file F] [-o MODEL.plan]
+#include <cstdio>
+
+#include "builder/plan_file.h"
+#include "cli/engine_args.h"
+#include "io/onnx_import.h"
+
+namespace tac::cli {
+
+void print_plan_summary(const builder::Plan& plan, bool verbose) {
+  const ir::Graph& g = plan.model.graph;
+  std::map<std::string, int> tactic_count;
+  for (const builder::PlanStep& st : plan.steps)
+    ++tactic_count[g.nodes[static_cast<size_t>(st.node)].op_type + "/" + st.tactic->name];
+  std::printf("plan: %zu steps, arena %.2f MB, workspace %.2f MB, weights %.2f MB, threads %d, built in %.0f ms\n",
+              plan.steps.size(), static_cast<double>(plan.arena_bytes) / 1e6, static_cast<double>(plan.workspace_bytes) / 1e6,
+              static_cast<double>(plan.weight_bytes()) / 1e6, plan.threads, plan.report.build_ms);
+  std::printf("route: %s\n", plan.route.empty() ? "(default)" : plan.route.c_str());
+  std::printf("passes:\n");
+  for (const std::string& s : plan.report.pass_log) std::printf("  %s\n", s.c_str());
+  std::printf("reformats inserted: %d\n", plan.report.reformats);
+  std::printf("tactics (op/tactic: steps):\n");
+  for (const auto& [k, c] : tactic_count) std::printf("  %-40s %d\n", k.c_str(), c);
+  if (!verbose) return;
+  std::printf("steps:\n");
+  for (const builder::TacticRanking& r : plan.report.rankings) {
+    std::printf("  %-36s %-14s %-20s (%s)", r.node.c_str(), r.op.c_str(), r.chosen.c_str(), r.why.c_str());
+    for (const auto& [t, c] : r.candidates) std::printf(" %s=%.3g", t.c_str(), c);
+    std::printf("\n");
+  }
+}
+
+int cmd_build(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const char* help =
+      "usage: tactician build MODEL.onnx [--route \"k=v ...\" | --route-file F] [--threads N] [--dim S=N]\n"
+      "                       [-o MODEL.plan] [--verbose]\n"
+      "Builds an engine plan (default route unless told otherwise) and prints its summary: steps,\n"
+      "tactics per node, fusions, reformats, arena and weight bytes, build time. -o saves the plan.\n"
+      "  --verbose   every step with its candidate tactics and their estimated cost (ns)\n";
+  std::vector<std::string> words(argv, argv + argc);
+  for (std::string& w : words)
+    if (w == "-o") w = "--output";
+  std::vector<char*> argv2;
+  for (std::string& w : words) argv2.push_back(w.data());
+  std::set<std::string> flags = kEngineFlags;
+  flags.insert("--output");
+  flags.erase("--plan");
+  if (!parse_args(argc, argv2.data(), 2, flags, {"--help", "--verbose"}, args, err) || args.positional.size() != 1 ||
+      args.has("--help")) {
+    if (!err.empty()) std::fprintf(stderr, "tactician build: %s\n", err.c_str());
+    std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
+    return args.has("--help") ? 0 : 2;
+  }
+  auto model = io::load_model(args.positional[0]);
+  if (!model) {
+    std::fprintf(stderr, "tactician build: %s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  auto route = route_from_args(args);
+  auto opts = build_options_from_args(args);
+  if (!route || !opts) {
+    std::fprintf(stderr, "tactician build: %s\n", (!route ? route.status() : opts.status()).to_string().c_str());
+    return 2;
+  }
+  auto plan = builder::build_plan(*model, *route, *opts);
+  if (!plan) {
+    std::fprintf(stderr, "tactician build: %s\n", plan.status().to_string().c_str());
+    return plan.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
+  }
+  // Preparing the kernels validates the plan end to end and sizes the workspace.
+  auto engine = runtime::Engine::create(std::move(plan).value());
+  if (!engine) {
+    std::fprintf(stderr, "tactician build: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+  print_plan_summary((*engine)->plan(), args.has("--verbose"));
+  if (args.has("--output")) {
+    Status st = builder::save_plan((*engine)->plan(), args.get("--output"));
+    if (!st) {
+      std::fprintf(stderr, "tactician build: %s\n", st.to_string().c_str());
+      return 1;
+    }
+    std::printf("saved %s\n", args.get("--output").c_str());
+  }
+  return 0;
+}
+
+}  // namespace tac::cli

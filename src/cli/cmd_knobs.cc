@@ -1,0 +1,52 @@
+// tactician knobs MODEL.onnx [--json] [--dim S=N]
+#include <cstdio>
+
+#include "cli/engine_args.h"
+#include "io/onnx_import.h"
+
+namespace tac::cli {
+
+int cmd_knobs(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const char* help =
+      "usage: tactician knobs MODEL.onnx [--json] [--dim SYMBOL=N]...\n"
+      "Lists the knob space of the model on the CPU backend: global knobs, one per pass, and a\n"
+      "tactic knob per node with its applicable tactics. --json prints\n"
+      "[{\"name\", \"values\", \"default\", \"help\", \"scope\"}, ...].\n";
+  if (!parse_args(argc, argv, 2, {"--dim"}, {"--json", "--help"}, args, err) || args.positional.size() != 1 ||
+      args.has("--help")) {
+    if (!err.empty()) std::fprintf(stderr, "tactician knobs: %s\n", err.c_str());
+    std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
+    return args.has("--help") ? 0 : 2;
+  }
+  auto model = io::load_model(args.positional[0]);
+  if (!model) {
+    std::fprintf(stderr, "tactician knobs: %s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  auto opts = build_options_from_args(args);
+  if (!opts) {
+    std::fprintf(stderr, "tactician knobs: %s\n", opts.status().to_string().c_str());
+    return 2;
+  }
+  auto space = builder::knob_space(*model, *opts);
+  if (!space) {
+    std::fprintf(stderr, "tactician knobs: %s\n", space.status().to_string().c_str());
+    return 1;
+  }
+  if (args.has("--json")) {
+    std::printf("%s\n", space->to_json().c_str());
+    return 0;
+  }
+  for (const builder::Knob& k : space->knobs()) {
+    std::string values;
+    for (const std::string& v : k.values) values += (values.empty() ? "" : "|") + v;
+    std::printf("%-40s %-7s default %-16s %s\n", k.name.c_str(), builder::scope_name(k.scope), k.default_value.c_str(),
+                values.c_str());
+  }
+  std::printf("%zu knobs\n", space->knobs().size());
+  return 0;
+}
+
+}  // namespace tac::cli

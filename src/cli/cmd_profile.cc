@@ -1,0 +1,89 @@
+// tactician profile MODEL.onnx [--route ...]: per-step times inside the engine next to the same
+// tactics timed alone, their sums, and the measured end-to-end time.
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/engine_args.h"
+
+namespace tac::cli {
+
+Result<std::unique_ptr<runtime::Engine>> engine_for_positional(Args& args);
+
+int cmd_profile(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const char* help =
+      "usage: tactician profile MODEL.onnx|MODEL.plan [--route ...|--route-file F] [--threads N] [--runs 20]\n"
+      "                         [--top N]\n"
+      "Per-step time inside the engine (median over runs), the same tactic timed alone on the same\n"
+      "layer (the classic isolated profile), both sums, and the end-to-end median: the gap between\n"
+      "the isolated sum and the real time is what per-layer profiling gets wrong.\n";
+  std::set<std::string> flags = kEngineFlags;
+  flags.insert("--runs");
+  flags.insert("--top");
+  if (!parse_args(argc, argv, 2, flags, {"--help"}, args, err) || args.positional.size() != 1 || args.has("--help")) {
+    if (!err.empty()) std::fprintf(stderr, "tactician profile: %s\n", err.c_str());
+    std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
+    return args.has("--help") ? 0 : 2;
+  }
+  auto engine = engine_for_positional(args);
+  if (!engine) {
+    std::fprintf(stderr, "tactician profile: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+  runtime::Engine& e = **engine;
+  const builder::Plan& plan = e.plan();
+  const int runs = std::max(3, std::atoi(args.get("--runs", "20").c_str()));
+  std::vector<std::vector<Tensor>> sets = {random_inputs(e, 1), random_inputs(e, 2)};
+  std::vector<std::vector<double>> per_step(plan.steps.size());
+  for (int r = 0; r < 3; ++r) (void)e.run(sets[static_cast<size_t>(r) % 2]);  // warm-up
+  for (int r = 0; r < runs; ++r) {
+    std::vector<double> ns;
+    auto out = e.run_profiled(sets[static_cast<size_t>(r) % 2], ns);
+    if (!out) {
+      std::fprintf(stderr, "tactician profile: %s\n", out.status().to_string().c_str());
+      return 1;
+    }
+    for (size_t s = 0; s < ns.size(); ++s) per_step[s].push_back(ns[s]);
+  }
+  auto lat = measure(e, sets, runs, 1.0, 2);
+  if (!lat) {
+    std::fprintf(stderr, "tactician profile: %s\n", lat.status().to_string().c_str());
+    return 1;
+  }
+  struct Row {
+    size_t step;
+    double engine_us, isolated_us;
+  };
+  std::vector<Row> rows;
+  double sum_engine = 0, sum_isolated = 0;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    std::vector<double>& v = per_step[s];
+    std::sort(v.begin(), v.end());
+    double med = v[v.size() / 2] / 1e3;
+    double iso = builder::time_tactic_isolated(*plan.steps[s].tactic, builder::step_desc_of(plan, s)) / 1e3;
+    rows.push_back({s, med, iso});
+    sum_engine += med;
+    sum_isolated += iso;
+  }
+  std::vector<Row> shown = rows;
+  std::stable_sort(shown.begin(), shown.end(), [](const Row& a, const Row& b) { return a.engine_us > b.engine_us; });
+  size_t top = static_cast<size_t>(std::max(1, std::atoi(args.get("--top", "25").c_str())));
+  if (shown.size() > top) shown.resize(top);
+  const ir::Graph& g = plan.model.graph;
+  std::printf("%-5s %-34s %-14s %-20s %12s %12s %8s\n", "step", "node", "op", "tactic", "engine us", "isolated us", "ratio");
+  for (const Row& r : shown) {
+    const ir::Node& n = g.nodes[static_cast<size_t>(plan.steps[r.step].node)];
+    std::printf("%-5zu %-34.34s %-14.14s %-20.20s %12.1f %12.1f %8.2f\n", r.step, n.name.c_str(), n.op_type.c_str(),
+                plan.steps[r.step].tactic->name, r.engine_us, r.isolated_us, r.isolated_us / std::max(r.engine_us, 1e-3));
+  }
+  if (rows.size() > shown.size()) std::printf("... %zu more steps (--top N shows more)\n", rows.size() - shown.size());
+  std::printf("\nsum of steps inside the engine   %10.3f ms\n", sum_engine / 1e3);
+  std::printf("sum of steps timed in isolation  %10.3f ms\n", sum_isolated / 1e3);
+  std::printf("end-to-end median                %10.3f ms  (p10 %.3f, p90 %.3f, %d runs, %d threads)\n", lat->median_ms,
+              lat->p10_ms, lat->p90_ms, lat->runs, plan.threads);
+  std::printf("isolated sum / end-to-end        %10.2f\n", sum_isolated / 1e3 / lat->median_ms);
+  return 0;
+}
+
+}  // namespace tac::cli

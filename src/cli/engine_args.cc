@@ -1,0 +1,130 @@
+#include "cli/engine_args.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "builder/plan_file.h"
+
+namespace tac::cli {
+
+Result<builder::Route> route_from_args(const Args& args) {
+  std::string text = args.get("--route");
+  if (args.has("--route-file")) {
+    std::ifstream in(args.get("--route-file"));
+    if (!in) return io_error(args.get("--route-file") + ": cannot open the route file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text += "\n" + ss.str();
+  }
+  TAC_ASSIGN_OR_RETURN(builder::Route r, builder::Route::parse(text));
+  if (args.has("--threads")) {
+    std::string t = args.get("--threads");
+    if (r.values.count("threads") && r.values["threads"] != t)
+      return invalid_argument("--threads " + t + " conflicts with threads=" + r.values["threads"] + " in the route");
+    r.values["threads"] = t;
+  }
+  return r;
+}
+
+Result<builder::BuildOptions> build_options_from_args(const Args& args) {
+  builder::BuildOptions o;
+  for (const std::string& kv : args.all("--dim")) {
+    auto eq = kv.find('=');
+    char* end = nullptr;
+    long long n = eq == std::string::npos ? -1 : std::strtoll(kv.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || n < 0 || (end && *end))
+      return invalid_argument("--dim takes SYMBOL=N with N >= 0, got '" + kv + "'");
+    o.dims[kv.substr(0, eq)] = n;
+  }
+  return o;
+}
+
+Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, const ir::Model* model,
+                                                          const builder::BuildOptions& opts) {
+  if (args.has("--plan")) {
+    if (args.has("--route") || args.has("--route-file"))
+      return invalid_argument("--plan runs a built plan: --route / --route-file do not apply");
+    TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::load_plan(args.get("--plan")));
+    if (args.has("--threads")) plan.threads = std::max(1, std::atoi(args.get("--threads").c_str()));
+    return runtime::Engine::create(std::move(plan));
+  }
+  if (!model) return invalid_argument("no model and no --plan");
+  TAC_ASSIGN_OR_RETURN(builder::Route route, route_from_args(args));
+  TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::build_plan(*model, route, opts));
+  return runtime::Engine::create(std::move(plan));
+}
+
+std::vector<Tensor> random_inputs(const runtime::Engine& e, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 9);
+  std::vector<Tensor> out;
+  for (const auto& [dtype, shape] : e.input_specs()) {
+    Tensor t = Tensor::create(dtype, shape).value();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (dtype_is_float(dtype)) t.set_f64(i, nd(rng));
+      else if (dtype == DType::boolean) t.set_i64(i, small(rng) & 1);
+      else t.set_i64(i, small(rng));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<Latency> measure(runtime::Engine& e, const std::vector<std::vector<Tensor>>& sets, int min_runs,
+                        double min_seconds, int warmup) {
+  for (int i = 0; i < warmup; ++i) {
+    auto r = e.run(sets[static_cast<size_t>(i) % sets.size()]);
+    if (!r) return r.status();
+  }
+  std::vector<double> ms;
+  auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0;; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = e.run(sets[i % sets.size()]);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!r) return r.status();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    double elapsed = std::chrono::duration<double>(t1 - start).count();
+    if (static_cast<int>(ms.size()) >= min_runs && elapsed >= min_seconds) break;
+    if (elapsed > 20 * min_seconds + 60) break;  // a very slow engine: stop with what we have
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  auto pct = [&](double q) { return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5)]; };
+  Latency l;
+  l.runs = static_cast<int>(ms.size());
+  l.median_ms = pct(0.5);
+  l.p10_ms = pct(0.1);
+  l.p90_ms = pct(0.9);
+  double sum = 0, sq = 0;
+  for (double v : ms) sum += v;
+  l.mean_ms = sum / static_cast<double>(ms.size());
+  for (double v : ms) sq += (v - l.mean_ms) * (v - l.mean_ms);
+  l.cv = ms.size() > 1 ? std::sqrt(sq / static_cast<double>(ms.size() - 1)) / l.mean_ms : 0.0;
+  return l;
+}
+
+}  // namespace tac::cli
+
+namespace tac::cli {
+Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, builder::BuildOptions& opts) {
+  for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); ++i) {
+    const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
+    if (!inputs[i].is_tensor() || !t.has_shape || t.dims.size() != inputs[i].tensor.shape().size()) continue;
+    for (size_t k = 0; k < t.dims.size(); ++k) {
+      if (t.dims[k].known() || t.dims[k].symbol.empty()) continue;
+      int64_t v = inputs[i].tensor.shape()[k];
+      auto [it, fresh] = opts.dims.emplace(t.dims[k].symbol, v);
+      if (!fresh && it->second != v)
+        return invalid_argument("dim '" + t.dims[k].symbol + "' is " + std::to_string(it->second) + " in one input and " +
+                                std::to_string(v) + " in another");
+    }
+  }
+  return Status::ok();
+}
+}  // namespace tac::cli

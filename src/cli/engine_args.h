@@ -1,0 +1,46 @@
+// What `run`, `check`, `bench` and `profile` share: turning --plan / --route / --route-file /
+// --threads / --dim into a build, and measuring an engine.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "builder/builder.h"
+#include "core/datum.h"
+#include "cli/args.h"
+#include "runtime/engine.h"
+
+namespace tac::cli {
+
+// Flags every engine-running command accepts.
+inline const std::set<std::string> kEngineFlags = {"--plan", "--route", "--route-file", "--threads", "--dim"};
+
+// The route from --route / --route-file (both may be given: merged, conflicts are errors),
+// with --threads N added as threads=N.
+Result<builder::Route> route_from_args(const Args& args);
+// Symbolic dim bindings from --dim NAME=N.
+Result<builder::BuildOptions> build_options_from_args(const Args& args);
+// An engine: loads --plan if given, else builds `model` with the route from the args.
+Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, const ir::Model* model,
+                                                          const builder::BuildOptions& opts);
+
+// Latency statistics of repeated end-to-end runs (DESIGN.md section 3 measurement protocol).
+struct Latency {
+  double median_ms = 0, p10_ms = 0, p90_ms = 0, mean_ms = 0, cv = 0;
+  int runs = 0;
+};
+// Warm-up, then runs until both `min_runs` and `min_seconds` are reached, rotating among the
+// input sets. Fails when a run fails.
+Result<Latency> measure(runtime::Engine& e, const std::vector<std::vector<Tensor>>& input_sets, int min_runs,
+                        double min_seconds, int warmup);
+
+// Seeded random inputs of the engine's input specs (normal floats, small non-negative ints).
+std::vector<Tensor> random_inputs(const runtime::Engine& e, uint64_t seed);
+
+}  // namespace tac::cli
+
+namespace tac::cli {
+// Binds the model's symbolic input dims to the shapes of the given inputs (a dim bound twice
+// to different sizes is an error naming it).
+Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, builder::BuildOptions& opts);
+}  // namespace tac::cli
