@@ -64,7 +64,9 @@ Case matmul(Shape a, Shape b, bool b_const = true) {
 TEST(GemmTactics, TableNamesAreUniquePerOp) {
   for (const Tactic& a : gemm_tactics())
     for (const Tactic& b : gemm_tactics())
-      if (&a != &b && a.op == b.op) EXPECT_STRNE(a.name, b.name);
+      if (&a != &b && a.op == b.op) {
+        EXPECT_STRNE(a.name, b.name);
+      }
   EXPECT_NE(find_tactic(ir::OpKind::FusedMatMul, "gemm_avx2_6x16"), nullptr);
   EXPECT_NE(find_tactic(ir::OpKind::Gemm, "onednn"), nullptr);
 }

@@ -16,8 +16,8 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 size_t round_up_floats(size_t n) { return (n + 15) / 16 * 16; }  // keeps 64-byte alignment
 
-detail::MicroKernel micro_kernel(const Blocking& blk, int m) {
-  return blk.isa == Isa::avx512 ? detail::avx512_kernel(m, blk.nr) : detail::avx2_kernel(m, blk.nr);
+detail::MicroKernel micro_kernel(const Blocking& blk, int m, bool packed_a) {
+  return blk.isa == Isa::avx512 ? detail::avx512_kernel(m, blk.nr, packed_a) : detail::avx2_kernel(m, blk.nr, packed_a);
 }
 
 // Scalar epilogue row for CPUs without AVX2 (library GEMMs still run there).
@@ -87,23 +87,28 @@ void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n
   float* abuf = scratch;
   float* tile = scratch + round_up_floats(static_cast<size_t>(blk.mc) * blk.kc);
   const detail::RowEpilogue row = row_epilogue(blk.isa);
-  const detail::MicroKernel full = micro_kernel(blk, mr);
+  // A read in place: row i at a_rs * i, k step a_cs; packed panels: rows adjacent, k step mr.
+  const bool in_place = !a.packed && !blk.pack_a;
+  const detail::MicroKernel full = micro_kernel(blk, mr, !in_place);
   for (int64_t p0 = 0; p0 < K; p0 += blk.kc) {
     const int64_t kc = std::min<int64_t>(blk.kc, K - p0);
     const bool first = p0 == 0, last = p0 + kc == K;
-    if (!a.packed) pack_a_block(blk, a, i0, m, p0, kc, abuf);
+    if (!a.packed && blk.pack_a) pack_a_block(blk, a, i0, m, p0, kc, abuf);
     for (int64_t jr = 0; jr < n; jr += nr) {
       const int64_t cols = std::min<int64_t>(nr, n - jr);
       const float* b = bp + (j0 + jr) / nr * nr * K + p0 * nr;
       for (int64_t ir = 0; ir < m; ir += mr) {
         const int64_t rows = std::min<int64_t>(mr, m - ir);
-        const float* ap = a.packed ? a.data + (i0 + ir) / mr * mr * K + p0 * mr : abuf + ir * kc;
-        const detail::MicroKernel uk = rows == mr ? full : micro_kernel(blk, static_cast<int>(rows));
+        const float* ap = a.packed ? a.data + (i0 + ir) / mr * mr * K + p0 * mr
+                          : in_place ? a.data + (i0 + ir) * a.rs + p0 * a.cs
+                                     : abuf + ir * kc;
+        const int64_t a_step = in_place ? a.cs : mr;
+        const detail::MicroKernel uk = rows == mr ? full : micro_kernel(blk, static_cast<int>(rows), !in_place);
         float* cp = c + (i0 + ir) * ldc + j0 + jr;
         if (cols == nr) {
-          uk(kc, ap, mr, b, cp, ldc, !first);
+          uk(kc, ap, a.rs, a_step, b, cp, ldc, !first);
         } else {  // N edge: compute the full-width tile aside, copy the valid columns
-          uk(kc, ap, mr, b, tile, nr, false);
+          uk(kc, ap, a.rs, a_step, b, tile, nr, false);
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t q = 0; q < cols; ++q) cp[r * ldc + q] = first ? tile[r * nr + q] : cp[r * ldc + q] + tile[r * nr + q];
         }
@@ -121,7 +126,7 @@ bool isa_available(Isa isa) {
 
 bool blocking_supported(const Blocking& b) {
   if (b.kc < 1 || b.mc < b.mr || b.nc < b.nr || b.mc % b.mr != 0 || b.nc % b.nr != 0) return false;
-  return micro_kernel(b, b.mr) != nullptr;
+  return micro_kernel(b, b.mr, true) != nullptr;
 }
 
 size_t packed_a_floats(const Blocking& blk, int64_t M, int64_t K) {

@@ -23,10 +23,14 @@ enum class Isa { avx2, avx512 };
 //   mr x nr: register tile (nr a multiple of the vector width: 16 for AVX-512, 8 for AVX2).
 //   kc: K block (the packed B micro-panel kc x nr should sit in L1);
 //   mc: M block (the packed A block mc x kc should sit in L2); nc: N block of one task.
+//   pack_a: copy each mc x kc block of an unpacked A into mr-row panels first (contiguous
+//   broadcasts; pays a copy), or let the microkernel read A's rows in place (no copy; mr
+//   streams). An A that is packed already (Operand::packed) is read as is either way.
 struct Blocking {
   Isa isa = Isa::avx512;
   int mr = 6, nr = 32;
   int kc = 256, mc = 120, nc = 1024;
+  bool pack_a = true;
 };
 // Whether `b` names a microkernel compiled into the library.
 bool blocking_supported(const Blocking& b);
@@ -84,17 +88,18 @@ void apply_epilogue(int64_t rows, int64_t N, float* c, int64_t ldc, int64_t row0
 
 // Internals shared by the ISA files (gemm_avx512.cc, gemm_avx2.cc).
 namespace detail {
-// c[m x nr tile] (=|+=) a_panel * b_panel over kc; a advances by a_stride floats per k, b by nr.
-// Writes all nr columns (callers route N edges through a scratch tile).
-using MicroKernel = void (*)(int64_t kc, const float* a, int64_t a_stride, const float* b, float* c, int64_t ldc,
-                             bool accumulate);
+// c[m x nr tile] (=|+=) a_panel * b_panel over kc; row i of A at a[i] (packed) or a[i * a_rs]
+// (unpacked kernels), a advances by a_stride floats per k, b by nr. Writes all nr columns
+// (callers route N edges through a scratch tile).
+using MicroKernel = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_stride, const float* b, float* c,
+                             int64_t ldc, bool accumulate);
 // c[j] = act(alpha * c[j] + bias[j] + row_bias + res_scale * res[j * res_cs]) for j < n;
 // bias may be null, res may be null.
 using RowEpilogue = void (*)(float* c, int64_t n, float alpha, const float* bias, float row_bias, const float* res,
                              int64_t res_cs, float res_scale, const ir::Epilogue& act);
 // The microkernel for m rows (1 <= m <= mr) of a tile of `nr` columns, or nullptr.
-MicroKernel avx512_kernel(int m, int nr);
-MicroKernel avx2_kernel(int m, int nr);
+MicroKernel avx512_kernel(int m, int nr, bool packed_a);
+MicroKernel avx2_kernel(int m, int nr, bool packed_a);
 void avx512_row_epilogue(float* c, int64_t n, float alpha, const float* bias, float row_bias, const float* res,
                          int64_t res_cs, float res_scale, const ir::Epilogue& act);
 void avx2_row_epilogue(float* c, int64_t n, float alpha, const float* bias, float row_bias, const float* res,

@@ -13,9 +13,10 @@ namespace tac::kernels::gemm::detail {
 namespace {
 
 // M rows x NV vectors of 8 floats: M*NV + NV + 1 <= 16 ymm registers.
-template <int M, int NV>
-void ukr(int64_t kc, const float* __restrict a, int64_t as, const float* __restrict b, float* c, int64_t ldc,
-         bool accumulate) {
+// kPackedA: A is a packed panel (row i of step k at a[i]); otherwise row i is at a[i * a_rs].
+template <int M, int NV, bool kPackedA>
+void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const float* __restrict b, float* c,
+         int64_t ldc, bool accumulate) {
   __m256 acc[M][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
@@ -27,7 +28,7 @@ void ukr(int64_t kc, const float* __restrict a, int64_t as, const float* __restr
     for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + v * 8);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
-      const __m256 av = _mm256_broadcast_ss(a + i);
+      const __m256 av = _mm256_broadcast_ss(kPackedA ? a + i : a + i * a_rs);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(av, bv[v], acc[i][v]);
     }
@@ -44,19 +45,22 @@ void ukr(int64_t kc, const float* __restrict a, int64_t as, const float* __restr
 }
 
 template <int NV, int... Ms>
-MicroKernel pick(int m, std::integer_sequence<int, Ms...>) {
+MicroKernel pick(int m, bool packed_a, std::integer_sequence<int, Ms...>) {
   MicroKernel k = nullptr;
-  ((m == Ms + 1 ? (k = &ukr<Ms + 1, NV>, 0) : 0), ...);
+  if (packed_a)
+    ((m == Ms + 1 ? (k = &ukr<Ms + 1, NV, true>, 0) : 0), ...);
+  else
+    ((m == Ms + 1 ? (k = &ukr<Ms + 1, NV, false>, 0) : 0), ...);
   return k;
 }
 
 }  // namespace
 
-MicroKernel avx2_kernel(int m, int nr) {
+MicroKernel avx2_kernel(int m, int nr, bool packed_a) {
   switch (nr) {
-    case 8: return pick<1>(m, std::make_integer_sequence<int, 8>{});
-    case 16: return pick<2>(m, std::make_integer_sequence<int, 6>{});
-    case 24: return pick<3>(m, std::make_integer_sequence<int, 4>{});
+    case 8: return pick<1>(m, packed_a, std::make_integer_sequence<int, 8>{});
+    case 16: return pick<2>(m, packed_a, std::make_integer_sequence<int, 6>{});
+    case 24: return pick<3>(m, packed_a, std::make_integer_sequence<int, 4>{});
     default: return nullptr;
   }
 }

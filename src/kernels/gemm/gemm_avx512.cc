@@ -19,9 +19,10 @@ namespace tac::kernels::gemm::detail {
 namespace {
 
 // M rows x NV vectors of 16 floats. Accumulators stay in zmm registers: M*NV + NV + 1 <= 32.
-template <int M, int NV>
-void ukr(int64_t kc, const float* __restrict a, int64_t as, const float* __restrict b, float* c, int64_t ldc,
-         bool accumulate) {
+// kPackedA: A is a packed panel (row i of step k at a[i]); otherwise row i is at a[i * a_rs].
+template <int M, int NV, bool kPackedA>
+void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const float* __restrict b, float* c,
+         int64_t ldc, bool accumulate) {
   __m512 acc[M][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
@@ -34,7 +35,7 @@ void ukr(int64_t kc, const float* __restrict a, int64_t as, const float* __restr
     _mm_prefetch(reinterpret_cast<const char*>(b + 16 * NV * 8), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i]);
+      const __m512 av = _mm512_set1_ps(kPackedA ? a[i] : a[i * a_rs]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
@@ -51,20 +52,23 @@ void ukr(int64_t kc, const float* __restrict a, int64_t as, const float* __restr
 }
 
 template <int NV, int... Ms>
-MicroKernel pick(int m, std::integer_sequence<int, Ms...>) {
+MicroKernel pick(int m, bool packed_a, std::integer_sequence<int, Ms...>) {
   MicroKernel k = nullptr;
-  ((m == Ms + 1 ? (k = &ukr<Ms + 1, NV>, 0) : 0), ...);
+  if (packed_a)
+    ((m == Ms + 1 ? (k = &ukr<Ms + 1, NV, true>, 0) : 0), ...);
+  else
+    ((m == Ms + 1 ? (k = &ukr<Ms + 1, NV, false>, 0) : 0), ...);
   return k;
 }
 
 }  // namespace
 
-MicroKernel avx512_kernel(int m, int nr) {
+MicroKernel avx512_kernel(int m, int nr, bool packed_a) {
   switch (nr) {
-    case 16: return pick<1>(m, std::make_integer_sequence<int, 15>{});
-    case 32: return pick<2>(m, std::make_integer_sequence<int, 14>{});
-    case 48: return pick<3>(m, std::make_integer_sequence<int, 8>{});
-    case 64: return pick<4>(m, std::make_integer_sequence<int, 6>{});
+    case 16: return pick<1>(m, packed_a, std::make_integer_sequence<int, 15>{});
+    case 32: return pick<2>(m, packed_a, std::make_integer_sequence<int, 14>{});
+    case 48: return pick<3>(m, packed_a, std::make_integer_sequence<int, 8>{});
+    case 64: return pick<4>(m, packed_a, std::make_integer_sequence<int, 6>{});
     default: return nullptr;
   }
 }

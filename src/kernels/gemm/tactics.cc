@@ -29,8 +29,9 @@ using gemm::Blocking;
 using gemm::Isa;
 using gemm::Problem;
 
-// One row per microkernel + blocking. `gflops` is the measured single-thread rate of the row on
-// large shapes (512^3, Zen-class AVX-512 core); the cost model scales it down for small shapes.
+// One row per microkernel + blocking: {isa, mr, nr, kc, mc, nc, pack_a}. `gflops` is the row's
+// measured single-thread rate on 512^3 (AMD Zen-class core with AVX-512, peak ~250 GFLOP/s); the
+// cost model derates it for small shapes. "_ina" rows read A in place (no A copy).
 struct PackedRow {
   const char* name;
   const char* help;
@@ -39,26 +40,20 @@ struct PackedRow {
 };
 
 constexpr PackedRow kRows[] = {
-    {"gemm_avx512_14x32", "packed GEMM, AVX-512 14x32 microkernel, kc=256 mc=112 nc=1024",
-     {Isa::avx512, 14, 32, 256, 112, 1024}, 170},
-    {"gemm_avx512_12x32", "packed GEMM, AVX-512 12x32 microkernel, kc=256 mc=120 nc=1024",
-     {Isa::avx512, 12, 32, 256, 120, 1024}, 168},
-    {"gemm_avx512_8x32", "packed GEMM, AVX-512 8x32 microkernel, kc=256 mc=128 nc=1024",
-     {Isa::avx512, 8, 32, 256, 128, 1024}, 160},
-    {"gemm_avx512_6x32", "packed GEMM, AVX-512 6x32 microkernel, kc=256 mc=120 nc=1024",
-     {Isa::avx512, 6, 32, 256, 120, 1024}, 150},
-    {"gemm_avx512_8x48", "packed GEMM, AVX-512 8x48 microkernel, kc=256 mc=128 nc=960",
-     {Isa::avx512, 8, 48, 256, 128, 960}, 165},
-    {"gemm_avx512_4x48", "packed GEMM, AVX-512 4x48 microkernel, kc=256 mc=128 nc=960",
-     {Isa::avx512, 4, 48, 256, 128, 960}, 140},
-    {"gemm_avx512_6x64", "packed GEMM, AVX-512 6x64 microkernel, kc=256 mc=120 nc=1024",
-     {Isa::avx512, 6, 64, 256, 120, 1024}, 160},
-    {"gemm_avx512_14x16", "packed GEMM, AVX-512 14x16 microkernel (narrow N), kc=256 mc=112 nc=1024",
-     {Isa::avx512, 14, 16, 256, 112, 1024}, 120},
-    {"gemm_avx2_6x16", "packed GEMM, AVX2+FMA 6x16 microkernel, kc=256 mc=120 nc=1024",
-     {Isa::avx2, 6, 16, 256, 120, 1024}, 75},
-    {"gemm_avx2_4x24", "packed GEMM, AVX2+FMA 4x24 microkernel, kc=256 mc=128 nc=960",
-     {Isa::avx2, 4, 24, 256, 128, 960}, 72},
+    {"gemm_avx512_14x32_ina", "packed GEMM, AVX-512 14x32, A read in place, kc=256 mc=112 nc=1024", {Isa::avx512, 14, 32, 256, 112, 1024, false}, 246},
+    {"gemm_avx512_8x32_ina", "packed GEMM, AVX-512 8x32, A read in place, kc=256 mc=128 nc=1024", {Isa::avx512, 8, 32, 256, 128, 1024, false}, 246},
+    {"gemm_avx512_6x64_ina", "packed GEMM, AVX-512 6x64, A read in place, kc=256 mc=120 nc=1024", {Isa::avx512, 6, 64, 256, 120, 1024, false}, 242},
+    {"gemm_avx512_14x32", "packed GEMM, AVX-512 14x32, A packed, kc=256 mc=112 nc=1024", {Isa::avx512, 14, 32, 256, 112, 1024, true}, 228},
+    {"gemm_avx512_12x32", "packed GEMM, AVX-512 12x32, A packed, kc=256 mc=120 nc=1024", {Isa::avx512, 12, 32, 256, 120, 1024, true}, 230},
+    {"gemm_avx512_8x32", "packed GEMM, AVX-512 8x32, A packed, kc=256 mc=128 nc=1024", {Isa::avx512, 8, 32, 256, 128, 1024, true}, 226},
+    {"gemm_avx512_6x32", "packed GEMM, AVX-512 6x32, A packed, kc=256 mc=120 nc=1024", {Isa::avx512, 6, 32, 256, 120, 1024, true}, 227},
+    {"gemm_avx512_8x48", "packed GEMM, AVX-512 8x48, A packed, kc=256 mc=128 nc=960", {Isa::avx512, 8, 48, 256, 128, 960, true}, 220},
+    {"gemm_avx512_4x48", "packed GEMM, AVX-512 4x48, A packed, kc=256 mc=128 nc=960", {Isa::avx512, 4, 48, 256, 128, 960, true}, 202},
+    {"gemm_avx512_6x64", "packed GEMM, AVX-512 6x64, A packed, kc=256 mc=120 nc=1024", {Isa::avx512, 6, 64, 256, 120, 1024, true}, 219},
+    {"gemm_avx512_14x16", "packed GEMM, AVX-512 14x16 (narrow N), A packed, kc=256 mc=112 nc=1024", {Isa::avx512, 14, 16, 256, 112, 1024, true}, 201},
+    {"gemm_avx2_6x16_ina", "packed GEMM, AVX2+FMA 6x16, A read in place, kc=256 mc=120 nc=1024", {Isa::avx2, 6, 16, 256, 120, 1024, false}, 122},
+    {"gemm_avx2_6x16", "packed GEMM, AVX2+FMA 6x16, A packed, kc=256 mc=120 nc=1024", {Isa::avx2, 6, 16, 256, 120, 1024, true}, 119},
+    {"gemm_avx2_4x24", "packed GEMM, AVX2+FMA 4x24, A packed, kc=256 mc=128 nc=960", {Isa::avx2, 4, 24, 256, 128, 960, true}, 117},
 };
 constexpr int kNumRows = static_cast<int>(sizeof(kRows) / sizeof(kRows[0]));
 
@@ -141,28 +136,28 @@ Status packed_applies(const StepDesc& s) {
   return gemm::analyze_problem(s, p);
 }
 
-// Estimated time: padded flops at the row's rate, derated for short K (C tile load/store per
-// k-block) and for small M (partial row tiles run narrower kernels), plus packing traffic, all
-// spread over the usable threads.
+// Estimated time: padded flops at the row's rate, derated for small M (partial row tiles run
+// narrower kernels) and short K, or streaming the packed B when that takes longer (small M); plus
+// copying A (packed rows) and B (when not a constant), all spread over the usable threads.
 template <int R>
 double packed_cost(const StepDesc& s) {
   Problem p;
   if (!gemm::analyze_problem(s, p)) return 1e30;
   const Blocking& blk = kRows[R].blk;
+  const double batches = static_cast<double>(p.batches), K = static_cast<double>(p.K);
   const double n_pad = static_cast<double>((p.N + blk.nr - 1) / blk.nr * blk.nr);
   const double m_tiles = static_cast<double>((p.M + blk.mr - 1) / blk.mr);
-  const double m_eff = static_cast<double>(p.M) / (m_tiles * blk.mr);   // row-tile occupancy
-  const double kc = static_cast<double>(std::min<int64_t>(p.K, blk.kc));
-  const double k_eff = kc / (kc + 12.0);
-  const double rate = kRows[R].gflops * k_eff * (0.35 + 0.65 * m_eff);  // flop per ns
-  const double flops = 2.0 * static_cast<double>(p.M) * n_pad * static_cast<double>(p.K) * static_cast<double>(p.batches);
-  const double tiles = m_tiles * (n_pad / blk.nr) * static_cast<double>(p.batches);
+  const double m_eff = static_cast<double>(p.M) / (m_tiles * blk.mr);  // row-tile occupancy
+  const double kc = std::min<double>(K, blk.kc);
+  const double rate = kRows[R].gflops * (kc / (kc + 4.0)) * (0.35 + 0.65 * m_eff);  // flop per ns
+  const double flops = 2.0 * static_cast<double>(p.M) * n_pad * K * batches;
+  const double b_stream_ns = 4.0 * K * n_pad * batches / 100.0;  // ~100 bytes/ns from L2/L3
+  double copy_ns = 0;
+  if (blk.pack_a) copy_ns += 0.3 * static_cast<double>(p.M) * K * static_cast<double>((p.N + blk.nc - 1) / blk.nc) * batches;
+  if (!p.b_const) copy_ns += 0.3 * K * n_pad * batches;
+  const double tiles = m_tiles * (n_pad / blk.nr) * batches;
   const double threads = std::max(1.0, std::min<double>(s.threads, tiles));
-  double bytes = 4.0 * static_cast<double>(p.M * p.K) * static_cast<double>((p.N + blk.nc - 1) / blk.nc) *
-                 static_cast<double>(p.batches);  // A packing
-  if (!p.b_const) bytes += 8.0 * static_cast<double>(p.K) * n_pad * static_cast<double>(p.batches);
-  bytes += 4.0 * static_cast<double>(p.K) * n_pad * static_cast<double>(p.b_count);  // reading packed B
-  return 300.0 + (flops / rate + bytes / 20.0) / threads;  // 20 bytes/ns per core
+  return 300.0 + (std::max(flops / rate, b_stream_ns) + copy_ns) / threads;
 }
 
 template <int R>
