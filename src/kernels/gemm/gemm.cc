@@ -138,8 +138,7 @@ size_t packed_b_floats(const Blocking& blk, int64_t K, int64_t N) {
 
 void pack_a(const Blocking& blk, int64_t M, int64_t K, const float* a, int64_t rs, int64_t cs, float* out) {
   // Full-K panels: the same layout as a block with kc = K.
-  Blocking whole = blk;
-  pack_a_block(whole, Operand{a, rs, cs, false}, 0, M, 0, K, out);
+  pack_a_block(blk, Operand{a, rs, cs, false}, 0, M, 0, K, out);
 }
 
 void pack_b(const Blocking& blk, int64_t K, int64_t N, const float* b, int64_t rs, int64_t cs, float* out) {

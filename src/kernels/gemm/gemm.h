@@ -78,6 +78,14 @@ size_t sgemm_workspace_bytes(const Blocking& blk, int64_t M, int64_t N, int64_t 
 // blocking_supported(blk) and isa_available(blk.isa); M, N, K >= 1. Runs an OpenMP parallel
 // loop over M x N blocks with `threads` threads (no OpenMP region when threads == 1). Does not
 // allocate. C must not alias A, B or the residual.
+//
+// For convolutions (the intended second caller):
+//  - im2col / 1x1, NCHW: out[oc, hw] = W[oc, ic*kh*kw] * col[ic*kh*kw, hw]: pack the weights once
+//    with pack_a (Operand{packed=true}), pass the column buffer (or, for a 1x1 stride-1 conv,
+//    the input itself: rs = H*W, cs = 1) as an unpacked B, bias_per_row = true.
+//  - NHWC: out[hw, oc] = col[hw, K] * W^T: pack the weights with pack_b (rs = 1, cs = K for an
+//    [oc, K] weight), A = the rows of the input / column buffer read in place (pack_a = false).
+//  The epilogue (bias, residual with strides, activation) is applied per tile while it is hot.
 void sgemm(const Blocking& blk, int64_t M, int64_t N, int64_t K, const Operand& a, const Operand& b, float* c,
            int64_t ldc, const Epilogue& ep, int threads, void* workspace);
 

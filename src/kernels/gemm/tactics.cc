@@ -42,6 +42,8 @@ struct PackedRow {
 constexpr PackedRow kRows[] = {
     {"gemm_avx512_14x32_ina", "packed GEMM, AVX-512 14x32, A read in place, kc=256 mc=112 nc=1024", {Isa::avx512, 14, 32, 256, 112, 1024, false}, 246},
     {"gemm_avx512_8x32_ina", "packed GEMM, AVX-512 8x32, A read in place, kc=256 mc=128 nc=1024", {Isa::avx512, 8, 32, 256, 128, 1024, false}, 246},
+    {"gemm_avx512_8x32_ina_kc512", "packed GEMM, AVX-512 8x32, A read in place, kc=512 mc=128 nc=1024",
+     {Isa::avx512, 8, 32, 512, 128, 1024, false}, 243},
     {"gemm_avx512_6x64_ina", "packed GEMM, AVX-512 6x64, A read in place, kc=256 mc=120 nc=1024", {Isa::avx512, 6, 64, 256, 120, 1024, false}, 242},
     {"gemm_avx512_14x32", "packed GEMM, AVX-512 14x32, A packed, kc=256 mc=112 nc=1024", {Isa::avx512, 14, 32, 256, 112, 1024, true}, 228},
     {"gemm_avx512_12x32", "packed GEMM, AVX-512 12x32, A packed, kc=256 mc=120 nc=1024", {Isa::avx512, 12, 32, 256, 120, 1024, true}, 230},
