@@ -1,0 +1,238 @@
+// The packed GEMM driver: packing, the blocked loop nest, threading and the epilogue
+// (see gemm.h). The microkernels live in gemm_avx512.cc / gemm_avx2.cc.
+#include "kernels/gemm/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <omp.h>
+
+#include "kernels/tactic.h"
+
+namespace tac::kernels::gemm {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+size_t round_up_floats(size_t n) { return (n + 15) / 16 * 16; }  // keeps 64-byte alignment
+
+detail::MicroKernel micro_kernel(const Blocking& blk, int m, bool packed_a) {
+  return blk.isa == Isa::avx512 ? detail::avx512_kernel(m, blk.nr, packed_a) : detail::avx2_kernel(m, blk.nr, packed_a);
+}
+
+// Scalar epilogue row for CPUs without AVX2 (library GEMMs still run there).
+void scalar_row_epilogue(float* c, int64_t n, float alpha, const float* bias, float row_bias, const float* res,
+                         int64_t res_cs, float res_scale, const ir::Epilogue& act) {
+  for (int64_t j = 0; j < n; ++j) {
+    float v = alpha * c[j];
+    if (bias) v += bias[j];
+    if (row_bias != 0.0f) v += row_bias;
+    if (res) v += res_scale * res[j * res_cs];
+    c[j] = act.apply(v);
+  }
+}
+
+detail::RowEpilogue row_epilogue(Isa isa) {
+  return isa == Isa::avx512 ? detail::avx512_row_epilogue : detail::avx2_row_epilogue;
+}
+
+bool epilogue_is_identity(const Epilogue& ep) {
+  return ep.alpha == 1.0f && !ep.bias && !ep.res && ep.act.act == ir::Epilogue::Act::none;
+}
+
+void apply_epilogue_rows(detail::RowEpilogue row, int64_t i0, int64_t rows, int64_t j0, int64_t n, float* c,
+                         int64_t ldc, const Epilogue& ep) {
+  for (int64_t i = i0; i < i0 + rows; ++i) {
+    const float* bias = ep.bias && !ep.bias_per_row ? ep.bias + j0 : nullptr;
+    const float row_bias = ep.bias && ep.bias_per_row ? ep.bias[i] : 0.0f;
+    const float* res = ep.res ? ep.res + i * ep.res_rs + j0 * ep.res_cs : nullptr;
+    row(c + i * ldc + j0, n, ep.alpha, bias, row_bias, res, ep.res_cs, ep.res_scale, ep.act);
+  }
+}
+
+// Per-thread scratch: the packed A block (mc x kc) and one mr x nr edge tile.
+size_t thread_scratch_floats(const Blocking& blk) {
+  return round_up_floats(static_cast<size_t>(blk.mc) * blk.kc) + round_up_floats(static_cast<size_t>(blk.mr) * blk.nr);
+}
+
+// Packs rows [i0, i0+m) x k [p0, p0+kc) of an unpacked A into mr-row panels (stride mr per k).
+void pack_a_block(const Blocking& blk, const Operand& a, int64_t i0, int64_t m, int64_t p0, int64_t kc, float* out) {
+  const int mr = blk.mr;
+  for (int64_t ir = 0; ir < m; ir += mr) {
+    const int64_t rows = std::min<int64_t>(mr, m - ir);
+    float* dst = out + ir * kc;
+    const float* src = a.data + (i0 + ir) * a.rs + p0 * a.cs;
+    if (a.rs == 1) {  // column-major A (transA): each k is a contiguous run of rows
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* s = src + k * a.cs;
+        float* d = dst + k * mr;
+        for (int64_t r = 0; r < rows; ++r) d[r] = s[r];
+        for (int64_t r = rows; r < mr; ++r) d[r] = 0.0f;
+      }
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* s = src + r * a.rs;
+        for (int64_t k = 0; k < kc; ++k) dst[k * mr + r] = s[k * a.cs];
+      }
+      for (int64_t r = rows; r < mr; ++r)
+        for (int64_t k = 0; k < kc; ++k) dst[k * mr + r] = 0.0f;
+    }
+  }
+}
+
+// One task: C rows [i0, i0+m) x columns [j0, j0+n), all of K.
+void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t K, const Operand& a,
+               const float* bp, float* c, int64_t ldc, const Epilogue& ep, bool identity, float* scratch) {
+  const int mr = blk.mr, nr = blk.nr;
+  float* abuf = scratch;
+  float* tile = scratch + round_up_floats(static_cast<size_t>(blk.mc) * blk.kc);
+  const detail::RowEpilogue row = row_epilogue(blk.isa);
+  // A read in place: row i at a_rs * i, k step a_cs; packed panels: rows adjacent, k step mr.
+  const bool in_place = !a.packed && !blk.pack_a;
+  const detail::MicroKernel full = micro_kernel(blk, mr, !in_place);
+  for (int64_t p0 = 0; p0 < K; p0 += blk.kc) {
+    const int64_t kc = std::min<int64_t>(blk.kc, K - p0);
+    const bool first = p0 == 0, last = p0 + kc == K;
+    if (!a.packed && blk.pack_a) pack_a_block(blk, a, i0, m, p0, kc, abuf);
+    for (int64_t jr = 0; jr < n; jr += nr) {
+      const int64_t cols = std::min<int64_t>(nr, n - jr);
+      const float* b = bp + (j0 + jr) / nr * nr * K + p0 * nr;
+      for (int64_t ir = 0; ir < m; ir += mr) {
+        const int64_t rows = std::min<int64_t>(mr, m - ir);
+        const float* ap = a.packed ? a.data + (i0 + ir) / mr * mr * K + p0 * mr
+                          : in_place ? a.data + (i0 + ir) * a.rs + p0 * a.cs
+                                     : abuf + ir * kc;
+        const int64_t a_step = in_place ? a.cs : mr;
+        const detail::MicroKernel uk = rows == mr ? full : micro_kernel(blk, static_cast<int>(rows), !in_place);
+        float* cp = c + (i0 + ir) * ldc + j0 + jr;
+        if (cols == nr) {
+          uk(kc, ap, a.rs, a_step, b, cp, ldc, !first);
+        } else {  // N edge: compute the full-width tile aside, copy the valid columns
+          uk(kc, ap, a.rs, a_step, b, tile, nr, false);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t q = 0; q < cols; ++q) cp[r * ldc + q] = first ? tile[r * nr + q] : cp[r * ldc + q] + tile[r * nr + q];
+        }
+        if (last && !identity) apply_epilogue_rows(row, i0 + ir, rows, j0 + jr, cols, c, ldc, ep);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool isa_available(Isa isa) {
+  return isa == Isa::avx512 ? cpu_features().avx512 : cpu_features().avx2_fma;
+}
+
+bool blocking_supported(const Blocking& b) {
+  if (b.kc < 1 || b.mc < b.mr || b.nc < b.nr || b.mc % b.mr != 0 || b.nc % b.nr != 0) return false;
+  return micro_kernel(b, b.mr, true) != nullptr;
+}
+
+size_t packed_a_floats(const Blocking& blk, int64_t M, int64_t K) {
+  return round_up_floats(static_cast<size_t>(ceil_div(M, blk.mr) * blk.mr * K));
+}
+size_t packed_b_floats(const Blocking& blk, int64_t K, int64_t N) {
+  return round_up_floats(static_cast<size_t>(ceil_div(N, blk.nr) * blk.nr * K));
+}
+
+void pack_a(const Blocking& blk, int64_t M, int64_t K, const float* a, int64_t rs, int64_t cs, float* out) {
+  // Full-K panels: the same layout as a block with kc = K.
+  pack_a_block(blk, Operand{a, rs, cs, false}, 0, M, 0, K, out);
+}
+
+void pack_b(const Blocking& blk, int64_t K, int64_t N, const float* b, int64_t rs, int64_t cs, float* out) {
+  const int nr = blk.nr;
+  for (int64_t j = 0; j < N; j += nr) {
+    const int64_t cols = std::min<int64_t>(nr, N - j);
+    float* dst = out + j * K;  // panel j/nr starts at (j/nr) * nr * K
+    if (cs == 1) {
+      for (int64_t k = 0; k < K; ++k) {
+        std::memcpy(dst + k * nr, b + k * rs + j, static_cast<size_t>(cols) * sizeof(float));
+        std::fill(dst + k * nr + cols, dst + (k + 1) * nr, 0.0f);
+      }
+    } else {
+      for (int64_t k = 0; k < K; ++k) {
+        for (int64_t q = 0; q < cols; ++q) dst[k * nr + q] = b[k * rs + (j + q) * cs];
+        std::fill(dst + k * nr + cols, dst + (k + 1) * nr, 0.0f);
+      }
+    }
+  }
+}
+
+size_t sgemm_workspace_bytes(const Blocking& blk, int64_t /*M*/, int64_t N, int64_t K, bool b_packed, int threads) {
+  size_t floats = static_cast<size_t>(std::max(threads, 1)) * thread_scratch_floats(blk);
+  if (!b_packed) floats += packed_b_floats(blk, K, N);
+  return floats * sizeof(float);
+}
+
+void sgemm(const Blocking& blk, int64_t M, int64_t N, int64_t K, const Operand& a, const Operand& b, float* c,
+           int64_t ldc, const Epilogue& ep, int threads, void* workspace) {
+  threads = std::max(threads, 1);
+  float* ws = static_cast<float*>(workspace);
+  const float* bp = b.data;
+  if (!b.packed) {
+    float* dst = ws;
+    ws += packed_b_floats(blk, K, N);
+    const int64_t panels = ceil_div(N, blk.nr);
+    if (threads == 1 || panels == 1) {
+      pack_b(blk, K, N, b.data, b.rs, b.cs, dst);
+    } else {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t j = p * blk.nr;
+        pack_b(blk, K, std::min<int64_t>(blk.nr, N - j), b.data + j * b.cs, b.rs, b.cs, dst + j * K);
+      }
+    }
+    bp = dst;
+  }
+  const bool identity = epilogue_is_identity(ep);
+  // Tasks: mc x nc blocks of C. With several threads, split further (in whole tiles) until there
+  // are about two tasks per thread; the split never changes any element's arithmetic.
+  int64_t mc = blk.mc, nc = blk.nc;
+  if (threads > 1) {
+    auto tasks = [&] { return ceil_div(M, mc) * ceil_div(N, nc); };
+    while (tasks() < 2 * threads) {
+      if (nc > blk.nr && (ceil_div(N, nc) <= ceil_div(M, mc) || mc <= blk.mr))
+        nc = std::max<int64_t>(blk.nr, ceil_div(nc / 2, blk.nr) * blk.nr);
+      else if (mc > blk.mr)
+        mc = std::max<int64_t>(blk.mr, ceil_div(mc / 2, blk.mr) * blk.mr);
+      else
+        break;
+    }
+  }
+  const int64_t tm = ceil_div(M, mc), tn = ceil_div(N, nc), ntasks = tm * tn;
+  const size_t per_thread = thread_scratch_floats(blk);
+  auto task = [&](int64_t t, float* scratch) {
+    const int64_t i0 = (t % tm) * mc, j0 = (t / tm) * nc;
+    run_block(blk, i0, std::min(mc, M - i0), j0, std::min(nc, N - j0), K, a, bp, c, ldc, ep, identity, scratch);
+  };
+  if (threads == 1 || ntasks == 1) {
+    for (int64_t t = 0; t < ntasks; ++t) task(t, ws);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    float* scratch = ws + static_cast<size_t>(omp_get_thread_num()) * per_thread;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < ntasks; ++t) task(t, scratch);
+  }
+}
+
+void apply_epilogue(int64_t rows, int64_t N, float* c, int64_t ldc, int64_t row0, const Epilogue& ep, int threads) {
+  if (epilogue_is_identity(ep)) return;
+  const detail::RowEpilogue row = cpu_features().avx512     ? detail::avx512_row_epilogue
+                                  : cpu_features().avx2_fma ? detail::avx2_row_epilogue
+                                                            : scalar_row_epilogue;
+  Epilogue shifted = ep;  // rows of `c` are rows row0.. of the problem
+  if (shifted.res) shifted.res += row0 * ep.res_rs;
+  if (shifted.bias && shifted.bias_per_row) shifted.bias += row0;
+  if (threads <= 1 || rows < 2) {
+    apply_epilogue_rows(row, 0, rows, 0, N, c, ldc, shifted);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < rows; ++i) apply_epilogue_rows(row, i, 1, 0, N, c, ldc, shifted);
+}
+
+}  // namespace tac::kernels::gemm

@@ -1,0 +1,35 @@
+// A MatMul / FusedMatMul / Gemm step seen as a batch of fp32 GEMMs with an epilogue: the common
+// description that every gemm tactic (ours, OpenBLAS, oneDNN) runs from.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/epilogue.h"
+#include "kernels/tactic.h"
+
+namespace tac::kernels::gemm {
+
+struct Problem {
+  int64_t M = 0, N = 0, K = 0;
+  int64_t batches = 1;                       // output matrices; C of batch i at i * M * N (ldc = N)
+  std::vector<int64_t> a_off, b_off, r_off;  // per batch, in floats
+  std::vector<int64_t> b_index;              // per batch: which of the B matrices (b_off = index * K * N)
+  int64_t b_count = 1;                       // distinct B matrices
+  int64_t a_rs = 0, a_cs = 1, b_rs = 0, b_cs = 1;
+  int bias_input = -1;  // index of the bias input (per output column), or -1
+  int res_input = -1;   // index of the residual / Gemm C input, or -1
+  int64_t res_rs = 0, res_cs = 0, res_rows = 1, res_cols = 1;  // residual matrix of res_rows x res_cols
+  float alpha = 1, res_scale = 1;
+  ir::Epilogue act;
+  bool b_const = false;  // B is a constant (weights): prepack it once
+  bool folded = false;   // batch dims of A folded into M (B shared by every batch)
+
+  double flops() const { return 2.0 * static_cast<double>(M) * N * K * batches; }
+};
+
+// Status::ok and fills `p` when the step is an fp32 GEMM these tactics handle; not_applicable
+// with the reason otherwise (1-D operands, other dtypes, empty dims, unsupported broadcasts).
+Status analyze_problem(const StepDesc& step, Problem& p);
+
+}  // namespace tac::kernels::gemm
