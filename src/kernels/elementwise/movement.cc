@@ -35,7 +35,7 @@ double copy_cost(const StepDesc& s) {
 
 // Parallel memcpy of large blocks.
 void copy_bytes(void* dst, const void* src, int64_t n, int threads) {
-  parallel_for(n, 1, threads * 0 + (n >= (int64_t{1} << 20) ? threads : 1), [&](int64_t b, int64_t e) {
+  parallel_for(n, 1, n >= (int64_t{1} << 20) ? threads : 1, [&](int64_t b, int64_t e) {
     std::memcpy(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b, static_cast<size_t>(e - b));
   }, 64);
 }
