@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the ONNX backend conformance suites and the model zoo through `tactician check` and
-# writes docs/coverage.md (summary + per-op table). With --update-pass it also rewrites the
-# no-regression lists tests/conformance/<suite>.pass (only ever do that after a real gain).
+# writes docs/coverage.md (summary + per-op table), for the reference interpreter and for
+# default-route engines. With --update-pass it also rewrites the no-regression lists
+# tests/conformance/<suite>.<reference|engine>.pass (only ever do that after a real gain).
 # Usage: scripts/coverage.sh [--update-pass]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,38 +21,49 @@ tmp=$(mktemp -d)
   echo "A test counts for every op type its model uses; *unsupported* means an op, data type or"
   echo "attribute Tactician does not implement (reported as such, never as a pass)."
   echo
-  echo "| suite | passed | failed | unsupported | errors | total |"
-  echo "| --- | --- | --- | --- | --- | --- |"
+  echo "| suite | runs on | passed | failed | unsupported | errors | total |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
 } > "$out"
+row() {  # row SUITE MODE JSONLINE
+  python3 - "$1" "$2" "$3" >> "$out" <<'PY'
+import json, sys
+s = json.loads(sys.argv[3])
+print(f"| {sys.argv[1]} | {sys.argv[2]} | {s['passed']} | {s['failed']} | {s['unsupported']} | {s['errors']} | {s['total']} |")
+PY
+}
 for suite in node simple pytorch-converted pytorch-operator; do
-  extra=()
-  [ $update -eq 1 ] && extra=(--write-pass "tests/conformance/$suite.pass")
-  build/tactician check "$backend/$suite" --json --markdown "$tmp/$suite.md" "${extra[@]}" > "$tmp/$suite.txt" || true
-  json=$(tail -1 "$tmp/$suite.txt")
-  python3 - "$suite" "$json" >> "$out" <<'PY'
-import json, sys
-s = json.loads(sys.argv[2])
-print(f"| {sys.argv[1]} | {s['passed']} | {s['failed']} | {s['unsupported']} | {s['errors']} | {s['total']} |")
-PY
+  for mode in reference engine; do
+    extra=()
+    [ $mode = reference ] && extra+=(--reference)
+    [ $update -eq 1 ] && extra+=(--write-pass "tests/conformance/$suite.$mode.pass")
+    build/tactician check "$backend/$suite" --json --markdown "$tmp/$suite.$mode.md" "${extra[@]}" > "$tmp/$suite.$mode.txt" || true
+    row "$suite" "$mode" "$(tail -1 "$tmp/$suite.$mode.txt")"
+  done
 done
-build/tactician check "$models" --rtol 1e-3 --atol 1e-4 --json > "$tmp/models.txt" || true
-json=$(tail -1 "$tmp/models.txt")
-python3 - "models" "$json" >> "$out" <<'PY'
-import json, sys
-s = json.loads(sys.argv[2])
-print(f"| {sys.argv[1]} (../shared/models) | {s['passed']} | {s['failed']} | {s['unsupported']} | {s['errors']} | {s['total']} |")
-PY
+for mode in reference engine; do
+  extra=()
+  [ $mode = reference ] && extra+=(--reference)
+  build/tactician check "$models" --rtol 1e-3 --atol 1e-4 --json "${extra[@]}" > "$tmp/models.$mode.txt" || true
+  row "models (../shared/models)" "$mode" "$(tail -1 "$tmp/models.$mode.txt")"
+done
 {
   echo
-  echo "## Per op: node suite"
+  echo "## Per op: node suite, reference interpreter"
   echo
-  cat "$tmp/node.md"
+  cat "$tmp/node.reference.md"
   echo
-  echo "## Tests that do not pass (node suite), with the reason"
+  echo "## Per op: node suite, default-route engines"
   echo
-  echo '```'
-  grep -E '^(FAIL|UNSUPPORTED|ERROR|CRASH|TIMEOUT) ' "$tmp/node.txt" | cut -c1-200 || true
-  echo '```'
+  cat "$tmp/node.engine.md"
+  echo
+  for mode in reference engine; do
+    echo "## Tests that do not pass (node suite, $mode), with the reason"
+    echo
+    echo '```'
+    grep -E '^(FAIL|UNSUPPORTED|ERROR|CRASH|TIMEOUT) ' "$tmp/node.$mode.txt" | cut -c1-200 || true
+    echo '```'
+    echo
+  done
 } >> "$out"
 rm -rf "$tmp"
 echo "wrote $out"

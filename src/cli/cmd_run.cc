@@ -147,6 +147,10 @@ int cmd_run(int argc, char** argv) {
     }
     std::printf("ran %s with the reference interpreter in %.1f ms\n", m.path.c_str(), ms);
   } else {
+    if (Status ok = ref::check_inputs(g, inputs); !ok) {
+      std::fprintf(stderr, "tactician run: %s\n", ok.to_string().c_str());
+      return 2;
+    }
     builder::BuildOptions opts;
     opts.dims = dims;
     Status bound = bind_dims(g, inputs, opts);

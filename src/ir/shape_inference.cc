@@ -121,7 +121,7 @@ bool is_unary_same(OpKind op) {
     case OpKind::LayerNormalization: case OpKind::GroupNormalization: case OpKind::RMSNormalization:
     case OpKind::LpNormalization: case OpKind::MeanVarianceNormalization: case OpKind::Dropout:
     case OpKind::BitwiseNot: case OpKind::Not: case OpKind::CumSum: case OpKind::CumProd:
-    case OpKind::Trilu:
+    case OpKind::Trilu: case OpKind::PRelu:  // PRelu: the slope broadcasts to X, never the reverse
       return true;
     default:
       return false;
@@ -132,7 +132,7 @@ bool is_broadcast(OpKind op) {
   switch (op) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
     case OpKind::Mod: case OpKind::Max: case OpKind::Min: case OpKind::Mean: case OpKind::Sum:
-    case OpKind::PRelu: case OpKind::BitShift: case OpKind::BitwiseAnd: case OpKind::BitwiseOr:
+    case OpKind::BitShift: case OpKind::BitwiseAnd: case OpKind::BitwiseOr:
     case OpKind::BitwiseXor: case OpKind::And: case OpKind::Or: case OpKind::Xor:
       return true;
     default:

@@ -125,32 +125,38 @@ void run_frame(Frame& frame) {
   }
 }
 
-Result<std::vector<Datum>> run_model(const ir::Model& m, const std::vector<Datum>& inputs,
-                                     const NodeObserver& observer) {
-  const ir::Graph& g = m.graph;
+Status check_inputs(const ir::Graph& g, const std::vector<Datum>& inputs) {
   if (inputs.size() != g.inputs.size())
-    return invalid_argument(m.path + ": the model has " + std::to_string(g.inputs.size()) + " inputs, " +
+    return invalid_argument("the model has " + std::to_string(g.inputs.size()) + " inputs, " +
                             std::to_string(inputs.size()) + " were given");
-  Frame frame(g, nullptr);
-  frame.observer = &observer;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Value& val = g.values[static_cast<size_t>(g.inputs[i])];
     const Datum& d = inputs[i];
-    if (val.type.kind == ir::ValueKind::tensor) {
-      if (!d.is_tensor()) return invalid_argument("input '" + val.name + "': expected a tensor");
-      if (val.type.dtype != DType::undefined && d.tensor.dtype() != val.type.dtype)
-        return invalid_argument("input '" + val.name + "': expected " + dtype_name(val.type.dtype) + ", got " +
-                                dtype_name(d.tensor.dtype()));
-      if (val.type.has_shape) {
-        bool ok = val.type.dims.size() == d.tensor.shape().size();
-        for (size_t k = 0; ok && k < val.type.dims.size(); ++k)
-          ok = !val.type.dims[k].known() || val.type.dims[k].value == d.tensor.shape()[k];
-        if (!ok)
-          return invalid_argument("input '" + val.name + "': expected shape " + val.type.to_string() + ", got " +
-                                  shape_to_string(d.tensor.shape()));
-      }
+    if (val.type.kind != ir::ValueKind::tensor) continue;
+    if (!d.is_tensor()) return invalid_argument("input '" + val.name + "': expected a tensor");
+    if (val.type.dtype != DType::undefined && d.tensor.dtype() != val.type.dtype)
+      return invalid_argument("input '" + val.name + "': expected " + dtype_name(val.type.dtype) + ", got " +
+                              dtype_name(d.tensor.dtype()));
+    if (val.type.has_shape) {
+      bool ok = val.type.dims.size() == d.tensor.shape().size();
+      for (size_t k = 0; ok && k < val.type.dims.size(); ++k)
+        ok = !val.type.dims[k].known() || val.type.dims[k].value == d.tensor.shape()[k];
+      if (!ok)
+        return invalid_argument("input '" + val.name + "': expected shape " + val.type.to_string() + ", got " +
+                                shape_to_string(d.tensor.shape()));
     }
-    frame.values[static_cast<size_t>(g.inputs[i])] = d;
+  }
+  return Status::ok();
+}
+
+Result<std::vector<Datum>> run_model(const ir::Model& m, const std::vector<Datum>& inputs,
+                                     const NodeObserver& observer) {
+  const ir::Graph& g = m.graph;
+  TAC_RETURN_IF_ERROR(check_inputs(g, inputs).with_context(m.path + ": "));
+  Frame frame(g, nullptr);
+  frame.observer = &observer;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    frame.values[static_cast<size_t>(g.inputs[i])] = inputs[i];
     frame.defined[static_cast<size_t>(g.inputs[i])] = true;
   }
   try {

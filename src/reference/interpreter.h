@@ -13,6 +13,10 @@ namespace tac::ref {
 // Nodes (recursively, including subgraphs) that the reference interpreter cannot run.
 std::vector<const ir::Node*> unsupported_nodes(const ir::Graph& g);
 
+// The inputs match the graph's declared inputs (count, tensor dtype, known dims); errors name
+// the input.
+Status check_inputs(const ir::Graph& g, const std::vector<Datum>& inputs);
+
 // Called after each node of the main graph runs, with its outputs (one per declared output,
 // empty Datum where omitted): lets tools compare every layer, check shapes, profile.
 using NodeObserver = std::function<void(const ir::Node&, const std::vector<Datum>& outputs)>;
