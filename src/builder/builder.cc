@@ -1,0 +1,531 @@
+#include "builder/builder.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "builder/memory_planner.h"
+#include "builder/passes/pass.h"
+#include "ir/shape_inference.h"
+#include "kernels/tactic_check.h"
+#include "reference/interpreter.h"
+#include "reference/kernel.h"
+
+namespace tac::builder {
+
+namespace {
+
+constexpr int kMaxPrune = 8;
+
+int hardware_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(std::min(n, 64u));
+}
+
+bool fully_known(const ir::ValueType& t) {
+  if (t.kind != ir::ValueKind::tensor || !t.has_shape || t.dtype == DType::undefined) return false;
+  for (const ir::Dim& d : t.dims)
+    if (!d.known()) return false;
+  return true;
+}
+Shape shape_of(const ir::ValueType& t) {
+  Shape s;
+  for (const ir::Dim& d : t.dims) s.push_back(d.value);
+  return s;
+}
+
+// ---- the global knobs ----
+void add_global_knobs(KnobSpace& space) {
+  std::vector<std::string> threads;
+  for (int i = 1; i <= hardware_threads(); ++i) threads.push_back(std::to_string(i));
+  space.add({"threads", threads, std::to_string(hardware_threads()), "intra-op threads (OpenMP)", KnobScope::global});
+  space.add({"builder.selection", {"heuristic", "isolated"}, "heuristic",
+             "how tactics are chosen where the route does not pin one: the cost ranking's top-1 (heuristic), or the "
+             "fastest when each applicable tactic is timed alone on the layer (isolated: the classic profiling builder)",
+             KnobScope::global});
+  std::vector<std::string> prune;
+  for (int i = 0; i <= kMaxPrune; ++i) prune.push_back(std::to_string(i));
+  space.add({"builder.prune", prune, "0",
+             "keep only the top-K ranked tactics per node as candidates (0: keep all): the classic pruning heuristic",
+             KnobScope::global});
+  space.add({"memory.planner", {"greedy_by_size", "greedy_by_order", "no_reuse"}, "greedy_by_size",
+             "how intermediate buffers are placed in the arena", KnobScope::global});
+  space.add({"memory.inplace", {"on", "off"}, "on",
+             "elementwise steps write their output over an input that dies there", KnobScope::global});
+  space.add({"precision.default", {"fp32"}, "fp32", "compute precision of every layer (bf16 and int8 to come)",
+             KnobScope::global});
+  space.add({"layout.default", {"nchw"}, "nchw",
+             "activation layout between layers (NHWC and blocked layouts to come; tactics may reorder inside)",
+             KnobScope::global});
+  for (const Pass& p : pass_pipeline())
+    space.add({std::string("pass.") + p.name, {"on", "off"}, p.default_on ? "on" : "off", p.help, KnobScope::global});
+}
+
+// ---- shapes ----
+
+// Inputs whose *values* decide an op's output shape: a probe run on random data would lie
+// unless they are constants.
+bool shape_needs_constant(const ir::Node& n, size_t input) {
+  using ir::OpKind;
+  switch (n.op) {
+    case OpKind::Reshape: case OpKind::Expand: case OpKind::Tile: case OpKind::OneHot: case OpKind::Upsample:
+    case OpKind::Squeeze: case OpKind::Unsqueeze: case OpKind::Split: case OpKind::CenterCropPad: case OpKind::TopK:
+    case OpKind::ReduceMax: case OpKind::ReduceMin: case OpKind::ReduceMean: case OpKind::ReduceSum:
+    case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceLogSum:
+    case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare:
+      return input >= 1;
+    case OpKind::Slice: case OpKind::Pad: case OpKind::Resize:
+      return input >= 1;
+    case OpKind::ConstantOfShape: case OpKind::Range:
+      return true;
+    default:
+      return false;
+  }
+}
+bool data_dependent(ir::OpKind op) {
+  using ir::OpKind;
+  return op == OpKind::NonZero || op == OpKind::Unique || op == OpKind::Compress || op == OpKind::NonMaxSuppression ||
+         op == OpKind::Loop || op == OpKind::Scan || op == OpKind::If || op == OpKind::SequenceAt ||
+         op == OpKind::SequenceConstruct || op == OpKind::SequenceEmpty || op == OpKind::SequenceInsert ||
+         op == OpKind::SequenceErase || op == OpKind::SplitToSequence || op == OpKind::ConcatFromSequence ||
+         op == OpKind::SequenceMap || op == OpKind::Optional || op == OpKind::OptionalGetElement ||
+         op == OpKind::RandomNormal || op == OpKind::RandomUniform || op == OpKind::RandomNormalLike ||
+         op == OpKind::RandomUniformLike || op == OpKind::Bernoulli || op == OpKind::Multinomial;
+}
+
+// Runs `n`'s reference kernel once on random inputs of the known shapes (constants: their real
+// data) and records its output types. not_applicable when the output shape could depend on data.
+Status probe_shapes(ir::Graph& g, const ir::Node& n) {
+  if (data_dependent(n.op) || !ref::reference_supports(n))
+    return Status(ErrorKind::not_applicable, n.label() + ": output shape depends on data or cannot be inferred; the "
+                                                         "builder makes fixed-shape plans (use `tactician run --reference`)");
+  std::vector<Datum> data(n.inputs.size());
+  std::vector<const Datum*> ptrs;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    int v = n.inputs[i];
+    if (v == ir::kNoValue) {
+      ptrs.push_back(nullptr);
+      continue;
+    }
+    const ir::Value& val = g.values[static_cast<size_t>(v)];
+    if (val.initializer) {
+      data[i] = Datum(*val.initializer);
+    } else {
+      if (!fully_known(val.type) || shape_needs_constant(n, i))
+        return Status(ErrorKind::not_applicable, n.label() + ": the shape of its output depends on input '" + val.name +
+                                                     "', which is computed at run time; the builder makes fixed-shape plans");
+      data[i] = Datum(kernels::random_tensor(val.type.dtype, shape_of(val.type), 1 + i));
+    }
+    ptrs.push_back(&data[i]);
+  }
+  ir::Graph empty;
+  ref::Frame frame(empty, nullptr);
+  ref::KernelContext kc(n, ptrs, &frame);
+  try {
+    ref::reference_kernel(n.op)(kc);
+  } catch (const ref::KernelError& e) {
+    return e.status;
+  }
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    if (n.outputs[i] == ir::kNoValue) continue;
+    const Datum& d = kc.outputs()[i];
+    if (d.kind != Datum::Kind::tensor) return unsupported(n.label() + ": non-tensor outputs cannot be planned");
+    ir::ValueType& t = g.values[static_cast<size_t>(n.outputs[i])].type;
+    t.kind = ir::ValueKind::tensor;
+    t.dtype = d.tensor.dtype();
+    t.has_shape = true;
+    t.dims.clear();
+    for (int64_t s : d.tensor.shape()) {
+      ir::Dim dim;
+      dim.value = s;
+      t.dims.push_back(dim);
+    }
+  }
+  return Status::ok();
+}
+
+// Fills in output types that shape inference has no rule for, by probing (see probe_shapes).
+// `strict`: every value must end up known (else an error naming the node); otherwise nodes that
+// cannot be probed yet are skipped (a later constant fold may make them probe-able).
+Status complete_shapes(ir::Model& m, bool strict) {
+  ir::Graph& g = m.graph;
+  TAC_RETURN_IF_ERROR(ir::infer_shapes(m));
+  bool probed = false;
+  for (const ir::Node& n : g.nodes) {
+    bool missing = false;
+    for (int v : n.outputs) missing |= v != ir::kNoValue && !fully_known(g.values[static_cast<size_t>(v)].type);
+    if (!missing) continue;
+    Status st = probe_shapes(g, n);
+    if (st.kind() == ErrorKind::not_applicable) {
+      if (strict) return unsupported(st.message());
+      continue;
+    }
+    TAC_RETURN_IF_ERROR(st);
+    probed = true;
+  }
+  // Shape inference again: rules downstream of probed values may now apply. Rules never
+  // contradict a probe (both are exact), so a second sweep only fills gaps.
+  if (probed) TAC_RETURN_IF_ERROR(ir::infer_shapes(m));
+  return Status::ok();
+}
+
+// Copies the model, binds input dims, runs the passes the route enables, and completes shapes.
+Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, const BuildOptions& opts,
+                                std::vector<std::string>* log) {
+  ir::Model m = src;
+  ir::Graph& g = m.graph;
+  name_nodes(g);
+  for (int v : g.inputs) {
+    ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
+    if (t.kind != ir::ValueKind::tensor)
+      return unsupported("input '" + g.values[static_cast<size_t>(v)].name + "': only tensor inputs can be built");
+    if (!t.has_shape || t.dtype == DType::undefined)
+      return unsupported("input '" + g.values[static_cast<size_t>(v)].name + "' has no declared type and shape");
+    for (ir::Dim& d : t.dims) {
+      if (d.known()) continue;
+      auto it = opts.dims.find(d.symbol);
+      d.value = it != opts.dims.end() ? it->second : 1;
+    }
+  }
+  TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/false));
+  PassContext ctx{m, {}, 1};
+  for (const Pass& p : pass_pipeline()) {
+    if (!route.on(std::string("pass.") + p.name)) continue;
+    // Re-run a pass while it changes the graph: folding a Shape makes the next Reshape's shape
+    // known, which makes more Shapes foldable after the next shape inference.
+    for (int round = 0; round < 16; ++round) {
+      size_t before = g.nodes.size();
+      Status st = p.run(g, ctx);
+      if (!st) return st.with_context(std::string("pass ") + p.name + ": ");
+      TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/false));
+      if (g.nodes.size() == before) break;
+    }
+  }
+  TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
+  if (log) *log = std::move(ctx.log);
+  return m;
+}
+
+// Outer-scope values read by a node's subgraphs, as value ids of the enclosing graph.
+std::vector<int> implicit_inputs(const ir::Graph& g, const ir::Node& n) {
+  std::vector<int> out;
+  std::set<std::string> seen;
+  for (const auto& [key, a] : n.attrs) {
+    std::vector<const ir::Graph*> subs;
+    if (a.g) subs.push_back(a.g.get());
+    for (const auto& sg : a.graphs) subs.push_back(sg.get());
+    for (const ir::Graph* sg : subs)
+      for (const ir::Value& v : sg->values)
+        if (v.is_outer && seen.insert(v.name).second)
+          if (int id = g.find_value(v.name); id != ir::kNoValue) out.push_back(id);
+  }
+  return out;
+}
+
+kernels::StepDesc step_desc(const ir::Graph& g, const ir::Node& n, const std::vector<int>& inputs, int threads) {
+  kernels::StepDesc s;
+  s.node = &n;
+  s.threads = threads;
+  for (int v : inputs) {
+    if (v == ir::kNoValue) {
+      s.in_dtypes.push_back(DType::undefined);
+      s.in_shapes.emplace_back();
+      s.constants.push_back(nullptr);
+      continue;
+    }
+    const ir::Value& val = g.values[static_cast<size_t>(v)];
+    s.in_dtypes.push_back(val.type.dtype);
+    s.in_shapes.push_back(shape_of(val.type));
+    s.constants.push_back(val.initializer ? &*val.initializer : nullptr);
+  }
+  for (int v : n.outputs) {
+    if (v == ir::kNoValue) {
+      s.out_dtypes.push_back(DType::undefined);
+      s.out_shapes.emplace_back();
+      continue;
+    }
+    const ir::Value& val = g.values[static_cast<size_t>(v)];
+    s.out_dtypes.push_back(val.type.dtype);
+    s.out_shapes.push_back(shape_of(val.type));
+  }
+  return s;
+}
+
+struct Ranked {
+  std::vector<std::pair<const kernels::Tactic*, double>> candidates;  // applicable, by cost
+  std::vector<std::string> not_applicable;
+};
+
+Ranked rank_tactics(const kernels::StepDesc& s) {
+  Ranked r;
+  for (const kernels::Tactic* t : kernels::tactics_for(s.node->op)) {
+    Status st = t->applies(s);
+    if (st.is_ok()) r.candidates.emplace_back(t, t->cost(s));
+    else r.not_applicable.push_back(std::string(t->name) + ": " + st.message());
+  }
+  std::stable_sort(r.candidates.begin(), r.candidates.end(),
+                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  return r;
+}
+
+// Times one tactic alone on the layer (random inputs, real constants): the isolated profiling a
+// classic builder does. Median of a few runs, in ns; +inf when it fails.
+double time_isolated_impl(const kernels::Tactic& t, const kernels::StepDesc& s) {
+  auto k = t.prepare(s);
+  if (!k) return INFINITY;
+  std::vector<Tensor> ins, outs;
+  std::vector<kernels::TensorView> iv, ov;
+  for (size_t i = 0; i < s.in_dtypes.size(); ++i) {
+    if (s.in_dtypes[i] == DType::undefined) {
+      iv.push_back({});
+      continue;
+    }
+    ins.push_back(s.constants[i] ? *s.constants[i] : kernels::random_tensor(s.in_dtypes[i], s.in_shapes[i], 7 + i));
+    iv.push_back({ins.back().empty() ? nullptr : const_cast<void*>(ins.back().raw()), s.in_dtypes[i], s.in_shapes[i]});
+  }
+  for (size_t i = 0; i < s.out_dtypes.size(); ++i) {
+    if (s.out_dtypes[i] == DType::undefined) {
+      ov.push_back({});
+      continue;
+    }
+    auto o = Tensor::create(s.out_dtypes[i], s.out_shapes[i]);
+    if (!o) return INFINITY;
+    outs.push_back(*o);
+    ov.push_back({outs.back().raw(), s.out_dtypes[i], s.out_shapes[i]});
+  }
+  std::vector<std::byte> ws((*k)->workspace_bytes() + 64);
+  void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
+  if (!(*k)->run(iv, ov, aligned).is_ok()) return INFINITY;  // warm-up
+  std::vector<double> ns;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (int r = 0; r < 15 && (r < 3 || std::chrono::steady_clock::now() < deadline); ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    (void)(*k)->run(iv, ov, aligned);
+    ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ns.begin(), ns.end());
+  return ns[ns.size() / 2];
+}
+
+bool in_place_op(const ir::Node& n) {
+  using ir::OpKind;
+  if (!n.domain.empty()) return false;
+  switch (n.op) {
+    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Sigmoid: case OpKind::Tanh: case OpKind::Clip:
+    case OpKind::Exp: case OpKind::Neg: case OpKind::Abs: case OpKind::Sqrt: case OpKind::Erf: case OpKind::Gelu:
+    case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Add: case OpKind::Sub: case OpKind::Mul:
+    case OpKind::Div:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+kernels::StepDesc step_desc_of(const Plan& plan, size_t i) {
+  const PlanStep& st = plan.steps[i];
+  return step_desc(plan.model.graph, plan.model.graph.nodes[static_cast<size_t>(st.node)], st.inputs, plan.threads);
+}
+
+double time_tactic_isolated(const kernels::Tactic& t, const kernels::StepDesc& step) { return time_isolated_impl(t, step); }
+
+std::string device_fingerprint() {
+  std::string model = "unknown-cpu";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  const kernels::CpuFeatures& f = kernels::cpu_features();
+  std::string isa = f.avx512 ? "avx512" : (f.avx2_fma ? "avx2" : "sse");
+  if (f.avx512_bf16) isa += "+bf16";
+  if (f.avx512_vnni) isa += "+vnni";
+  return "cpu:" + model + " [" + isa + "]";
+}
+
+void name_nodes(ir::Graph& g) {
+  std::set<std::string> used;
+  for (ir::Node& n : g.nodes) {
+    std::string s;
+    for (char c : n.name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-') ? c : '_';
+    if (s.empty()) s = n.op_type + "_" + std::to_string(n.index);
+    std::string u = s;
+    for (int k = 2; used.count(u); ++k) u = s + "_" + std::to_string(k);
+    used.insert(u);
+    n.name = u;
+  }
+}
+
+Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
+  KnobSpace space;
+  add_global_knobs(space);
+  // Per-node tactic knobs over the graph with the default passes and with every fusion off, so
+  // that a route turning a fusion off can still pin tactics of the nodes it keeps.
+  std::map<std::string, std::vector<std::string>> values;
+  std::map<std::string, std::string> ops;
+  std::vector<std::string> order;
+  for (int variant = 0; variant < 2; ++variant) {
+    Route r;
+    if (variant == 1)
+      for (const Pass& p : pass_pipeline())
+        if (std::string(p.name).rfind("fuse_", 0) == 0) r.values[std::string("pass.") + p.name] = "off";
+    RouteView view(r, space);
+    auto g = prepare_graph(m, view, opts, nullptr);
+    if (!g) return g.status();
+    const int threads = static_cast<int>(view.get_int("threads"));
+    for (const ir::Node& n : g->graph.nodes) {
+      std::vector<int> inputs = n.inputs;
+      for (int v : implicit_inputs(g->graph, n)) inputs.push_back(v);
+      Ranked r2 = rank_tactics(step_desc(g->graph, n, inputs, threads));
+      if (r2.candidates.empty()) return unsupported(n.label() + ": no tactic applies (" +
+                                                    (r2.not_applicable.empty() ? "no kernel for this op" : r2.not_applicable[0]) + ")");
+      auto [it, fresh] = values.emplace(n.name, std::vector<std::string>{"auto"});
+      if (fresh) order.push_back(n.name);
+      ops[n.name] = n.op_type;
+      for (const auto& [t, cost] : r2.candidates)
+        if (std::find(it->second.begin(), it->second.end(), t->name) == it->second.end()) it->second.push_back(t->name);
+    }
+  }
+  for (const std::string& name : order)
+    space.add({"tactic." + name, values[name], "auto",
+               ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node});
+  return space;
+}
+
+Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  TAC_ASSIGN_OR_RETURN(KnobSpace space, knob_space(m, opts));
+  TAC_RETURN_IF_ERROR(validate_route(route, space));
+  RouteView view(route, space);
+  Plan plan;
+  plan.route = route.to_string();
+  plan.model_hash = m.hash;
+  plan.device = device_fingerprint();
+  plan.threads = static_cast<int>(view.get_int("threads"));
+  TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log));
+  const ir::Graph& g = plan.model.graph;
+
+  // Tactic selection.
+  const std::string selection = view.get("builder.selection");
+  const int64_t prune = view.get_int("builder.prune");
+  for (const ir::Node& n : g.nodes) {
+    PlanStep step;
+    step.node = n.index;
+    step.inputs = n.inputs;
+    for (int v : implicit_inputs(g, n)) step.inputs.push_back(v);
+    step.outputs = n.outputs;
+    kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
+    Ranked ranked = rank_tactics(desc);
+    if (prune > 0 && static_cast<int64_t>(ranked.candidates.size()) > prune) ranked.candidates.resize(static_cast<size_t>(prune));
+    if (ranked.candidates.empty())
+      return unsupported(n.label() + ": no tactic applies" +
+                         (ranked.not_applicable.empty() ? std::string() : " (" + ranked.not_applicable[0] + ")"));
+    TacticRanking rk;
+    rk.node = n.name;
+    rk.op = n.op_type;
+    rk.not_applicable = ranked.not_applicable;
+    const std::string pinned = view.get("tactic." + n.name);
+    if (!pinned.empty() && pinned != "auto") {
+      for (const auto& [t, cost] : ranked.candidates)
+        if (pinned == t->name) step.tactic = t;
+      if (!step.tactic)
+        return invalid_argument("route: tactic." + n.name + "=" + pinned + " is not a candidate for " + n.label() +
+                                (prune > 0 ? " (pruned by builder.prune or not applicable)" : " (not applicable here)"));
+      rk.why = "route";
+    } else if (selection == "isolated" && ranked.candidates.size() > 1) {
+      double best = INFINITY;
+      for (auto& [t, cost] : ranked.candidates) {
+        cost = time_isolated_impl(*t, desc);
+        if (cost < best) {
+          best = cost;
+          step.tactic = t;
+        }
+      }
+      if (!step.tactic) step.tactic = ranked.candidates[0].first;
+      rk.why = "isolated";
+    } else {
+      step.tactic = ranked.candidates[0].first;
+      rk.why = "heuristic";
+    }
+    for (const auto& [t, cost] : ranked.candidates) rk.candidates.emplace_back(t->name, cost);
+    rk.chosen = step.tactic->name;
+    plan.report.rankings.push_back(std::move(rk));
+    plan.steps.push_back(std::move(step));
+  }
+
+  // Values: constants, inputs, arena buffers with lifetimes [producer, last use].
+  plan.values.resize(g.values.size());
+  const int n_steps = static_cast<int>(plan.steps.size());
+  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
+  for (int s = 0; s < n_steps; ++s) {
+    for (int v : plan.steps[static_cast<size_t>(s)].inputs)
+      if (v != ir::kNoValue) last[static_cast<size_t>(v)] = s;
+    for (int v : plan.steps[static_cast<size_t>(s)].outputs)
+      if (v != ir::kNoValue) {
+        if (first[static_cast<size_t>(v)] < 0) first[static_cast<size_t>(v)] = s;
+        last[static_cast<size_t>(v)] = std::max(last[static_cast<size_t>(v)], s);
+      }
+  }
+  for (int v : g.outputs) last[static_cast<size_t>(v)] = n_steps;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const ir::Value& val = g.values[v];
+    PlanValue& pv = plan.values[v];
+    pv.dtype = val.type.dtype;
+    pv.shape = shape_of(val.type);
+    pv.bytes = static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, shape_numel(pv.shape));
+    if (val.initializer) pv.kind = PlanValue::Kind::constant;
+    else if (val.is_input) pv.kind = PlanValue::Kind::input;
+    else if (first[v] >= 0) pv.kind = PlanValue::Kind::arena;
+  }
+  // In place: an elementwise step writes over input 0 when that input is an arena value dying
+  // here with the same size and type. Buffers are groups of values sharing memory.
+  std::vector<int> group(g.values.size(), -1);
+  std::vector<BufferLifetime> buffers;
+  const bool inplace = view.on("memory.inplace");
+  for (int s = 0; s < n_steps; ++s) {
+    PlanStep& st = plan.steps[static_cast<size_t>(s)];
+    const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+    for (size_t o = 0; o < st.outputs.size(); ++o) {
+      int v = st.outputs[o];
+      if (v == ir::kNoValue || plan.values[static_cast<size_t>(v)].kind != PlanValue::Kind::arena) continue;
+      int in0 = st.inputs.empty() ? ir::kNoValue : st.inputs[0];
+      if (o == 0 && inplace && in_place_op(n) && in0 != ir::kNoValue && group[static_cast<size_t>(in0)] >= 0 &&
+          last[static_cast<size_t>(in0)] == s && plan.values[static_cast<size_t>(in0)].bytes == plan.values[static_cast<size_t>(v)].bytes &&
+          plan.values[static_cast<size_t>(in0)].dtype == plan.values[static_cast<size_t>(v)].dtype &&
+          std::count(st.inputs.begin(), st.inputs.end(), in0) == 1) {
+        int b = group[static_cast<size_t>(in0)];
+        group[static_cast<size_t>(v)] = b;
+        buffers[static_cast<size_t>(b)].last_step = std::max(buffers[static_cast<size_t>(b)].last_step, last[static_cast<size_t>(v)]);
+        st.in_place = true;
+        continue;
+      }
+      group[static_cast<size_t>(v)] = static_cast<int>(buffers.size());
+      buffers.push_back({plan.values[static_cast<size_t>(v)].bytes, first[static_cast<size_t>(v)], last[static_cast<size_t>(v)]});
+    }
+  }
+  TAC_ASSIGN_OR_RETURN(PlannerStrategy strategy, planner_from_name(view.get("memory.planner")));
+  MemoryPlan mp = plan_memory(buffers, strategy);
+  if (!memory_plan_is_valid(buffers, mp)) return internal_error("memory plan is invalid");
+  plan.arena_bytes = mp.arena_bytes;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])];
+  plan.report.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return plan;
+}
+
+int64_t Plan::weight_bytes() const {
+  int64_t b = 0;
+  for (const PlanValue& v : values)
+    if (v.kind == PlanValue::Kind::constant) b += v.bytes;
+  return b;
+}
+
+}  // namespace tac::builder

@@ -1,0 +1,38 @@
+// The builder: B(model, route) -> plan (DESIGN.md section 2), and the knob space K(model).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "builder/knobs.h"
+#include "builder/plan.h"
+
+namespace tac::builder {
+
+struct BuildOptions {
+  // Values of symbolic input dims ("batch" -> 1). Unbound symbols are 1. Plans are built for
+  // fixed shapes.
+  std::map<std::string, int64_t> dims;
+};
+
+// Every knob that exists for this model on the CPU backend: global knobs, one per pass, and a
+// tactic knob per node (values: "auto" and the node's applicable tactics).
+Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts);
+
+// Builds a plan. Deterministic for a given model, route and machine (except with
+// builder.selection=isolated, which times tactics). Errors: invalid_argument for a bad route
+// (naming the knob), unsupported for what cannot be built, with the node named.
+Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& opts);
+
+// The build-time description of step `i` of a plan (what its tactic was prepared with).
+kernels::StepDesc step_desc_of(const Plan& plan, size_t i);
+// Times one tactic alone on a step (random inputs, real constants, warm): median ns, or +inf
+// when it fails. What `builder.selection=isolated` and `tactician profile` use.
+double time_tactic_isolated(const kernels::Tactic& t, const kernels::StepDesc& step);
+
+// The CPU fingerprint stamped into plans: model name and the instruction sets in use.
+std::string device_fingerprint();
+// Unique, route-safe node names ([A-Za-z0-9_.-]); empty names become "<op>_<index>".
+void name_nodes(ir::Graph& g);
+
+}  // namespace tac::builder

@@ -1,0 +1,114 @@
+#include "builder/knobs.h"
+
+#include <sstream>
+
+namespace tac::builder {
+
+const char* scope_name(KnobScope s) {
+  switch (s) {
+    case KnobScope::global: return "global";
+    case KnobScope::node: return "node";
+    case KnobScope::fusion: return "fusion";
+  }
+  return "?";
+}
+
+void KnobSpace::add(Knob k) {
+  auto it = index_.find(k.name);
+  if (it != index_.end()) {
+    knobs_[it->second] = std::move(k);
+    return;
+  }
+  index_.emplace(k.name, knobs_.size());
+  knobs_.push_back(std::move(k));
+}
+
+const Knob* KnobSpace::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &knobs_[it->second];
+}
+
+namespace {
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) o += c;
+  }
+  return o + "\"";
+}
+}  // namespace
+
+std::string KnobSpace::to_json() const {
+  std::string j = "[";
+  for (size_t i = 0; i < knobs_.size(); ++i) {
+    const Knob& k = knobs_[i];
+    j += i ? ",\n " : "";
+    j += "{\"name\": " + json_str(k.name) + ", \"values\": [";
+    for (size_t v = 0; v < k.values.size(); ++v) j += (v ? ", " : "") + json_str(k.values[v]);
+    j += "], \"default\": " + json_str(k.default_value) + ", \"help\": " + json_str(k.help) +
+         ", \"scope\": " + json_str(scope_name(k.scope)) + "}";
+  }
+  return j + "]";
+}
+
+Result<Route> Route::parse(const std::string& text) {
+  Route r;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w) {
+      auto eq = w.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == w.size())
+        return invalid_argument("route: '" + w + "' is not of the form knob=value");
+      std::string k = w.substr(0, eq), v = w.substr(eq + 1);
+      auto [it, fresh] = r.values.emplace(k, v);
+      if (!fresh && it->second != v)
+        return invalid_argument("route: knob '" + k + "' is set twice ('" + it->second + "' and '" + v + "')");
+    }
+  }
+  return r;
+}
+
+std::string Route::to_string() const {
+  std::string s;
+  for (const auto& [k, v] : values) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
+
+Status validate_route(const Route& route, const KnobSpace& space) {
+  for (const auto& [k, v] : route.values) {
+    const Knob* knob = space.find(k);
+    if (!knob) {
+      // Suggest knobs sharing the prefix before the first dot: the usual typo is in the suffix.
+      std::string prefix = k.substr(0, k.find('.') + 1), near;
+      int shown = 0;
+      for (const Knob& c : space.knobs())
+        if (!prefix.empty() && c.name.rfind(prefix, 0) == 0 && shown++ < 5) near += (near.empty() ? "" : ", ") + c.name;
+      return invalid_argument("route: unknown knob '" + k + "'" + (near.empty() ? "" : " (knobs like it: " + near + ")") +
+                              "; `tactician knobs MODEL` lists them");
+    }
+    bool ok = false;
+    for (const std::string& allowed : knob->values) ok |= allowed == v;
+    if (!ok) {
+      std::string list;
+      for (const std::string& allowed : knob->values) list += (list.empty() ? "" : ", ") + allowed;
+      return invalid_argument("route: knob '" + k + "' cannot be '" + v + "'; allowed: " + list);
+    }
+  }
+  return Status::ok();
+}
+
+std::string RouteView::get(const std::string& name) const {
+  auto it = route_.values.find(name);
+  if (it != route_.values.end()) return it->second;
+  const Knob* k = space_.find(name);
+  return k ? k->default_value : std::string();
+}
+
+int64_t RouteView::get_int(const std::string& name) const { return std::strtoll(get(name).c_str(), nullptr, 10); }
+
+}  // namespace tac::builder

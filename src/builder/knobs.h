@@ -1,0 +1,64 @@
+// Knobs and routes (DESIGN.md section 2): every build decision is a declared, typed knob; a route
+// assigns values to some of them, the rest take their defaults.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tactician/status.h"
+
+namespace tac::builder {
+
+enum class KnobScope { global, node, fusion };
+const char* scope_name(KnobScope s);
+
+struct Knob {
+  std::string name;                 // "pass.fold_batchnorm", "tactic.conv_17", "threads"
+  std::vector<std::string> values;  // the typed domain, spelled as text ("off","on"; "1","2"; tactic names)
+  std::string default_value;        // the built-in heuristic
+  std::string help;
+  KnobScope scope = KnobScope::global;
+};
+
+class KnobSpace {
+ public:
+  void add(Knob k);
+  const Knob* find(const std::string& name) const;
+  const std::vector<Knob>& knobs() const { return knobs_; }
+  // [{"name", "values", "default", "help", "scope"}, ...]
+  std::string to_json() const;
+
+ private:
+  std::vector<Knob> knobs_;
+  std::map<std::string, size_t> index_;
+};
+
+// An assignment of values to knobs. Text form: "k=v k2=v2" (whitespace or newlines between
+// pairs, '#' starts a comment to the end of the line).
+struct Route {
+  std::map<std::string, std::string> values;
+
+  static Result<Route> parse(const std::string& text);
+  std::string to_string() const;  // canonical: sorted, space separated
+  bool empty() const { return values.empty(); }
+};
+
+// Every knob of `route` exists in `space` and has a value in its domain; errors name the knob
+// and list the allowed values.
+Status validate_route(const Route& route, const KnobSpace& space);
+
+// Reading a route against its knob space: unset knobs give their default.
+class RouteView {
+ public:
+  RouteView(const Route& r, const KnobSpace& s) : route_(r), space_(s) {}
+  std::string get(const std::string& name) const;
+  bool on(const std::string& name) const { return get(name) == "on"; }
+  int64_t get_int(const std::string& name) const;
+
+ private:
+  const Route& route_;
+  const KnobSpace& space_;
+};
+
+}  // namespace tac::builder

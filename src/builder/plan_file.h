@@ -1,0 +1,19 @@
+// Plan files (.plan): versioned, checksummed, stamped with the tool version, the device
+// fingerprint, the model hash and the route. A corrupt, foreign or mismatched plan is refused
+// with a clear error.
+#pragma once
+
+#include <string>
+
+#include "builder/plan.h"
+
+namespace tac::builder {
+
+inline constexpr uint32_t kPlanFormatVersion = 1;
+
+Status save_plan(const Plan& plan, const std::string& path);
+// Loads and re-links a plan (tactics by name); fails when the file is corrupt, from another
+// format or tool version, or built for another device.
+Result<Plan> load_plan(const std::string& path);
+
+}  // namespace tac::builder
