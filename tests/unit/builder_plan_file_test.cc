@@ -9,6 +9,8 @@
 
 #include "builder/plan_file.h"
 #include "builder_test_util.h"
+#include "io/onnx_import.h"
+#include "io/test_case.h"
 
 namespace tac {
 namespace {
@@ -271,6 +273,47 @@ TEST_F(PlanFileTest, ValidChecksumButMalformedPayloadIsRefusedNotCrashing) {
     refused += !st.is_ok();
   }
   EXPECT_GT(refused, 50);
+}
+
+// The shared models: a saved and reloaded plan computes bitwise what the original engine does.
+TEST_F(PlanFileTest, SharedModelPlansRoundTripBitwise) {
+  const std::string zoo = TAC_MODELS_DIR;
+  if (!std::filesystem::exists(zoo)) GTEST_SKIP() << "no model zoo at " << zoo;
+  for (const char* name : {"mnist-cntk", "bert-toy", "tiny-gpt", "mobilenet_v2", "resnet18"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = zoo + "/" + name;
+    auto model = io::load_model(dir + "/model.onnx");
+    ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+    auto data = io::load_test_data(*model, dir);
+    ASSERT_TRUE(data.is_ok() && !data->empty()) << data.status().to_string();
+    std::vector<Tensor> in;
+    builder::BuildOptions opts;
+    const ir::Graph& g = model->graph;
+    for (size_t i = 0; i < (*data)[0].inputs.size(); ++i) {
+      in.push_back((*data)[0].inputs[i].tensor);
+      const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
+      for (size_t k = 0; k < t.dims.size() && k < in.back().shape().size(); ++k)
+        if (!t.dims[k].known() && !t.dims[k].symbol.empty()) opts.dims[t.dims[k].symbol] = in.back().shape()[k];
+    }
+    auto plan = builder::build_plan(*model, {}, opts);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    auto e = runtime::Engine::create(std::move(plan).value());
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    ASSERT_TRUE(builder::save_plan((*e)->plan(), path("m.plan")).is_ok());
+    auto loaded = builder::load_plan(path("m.plan"));
+    ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+    EXPECT_EQ(loaded->weight_bytes(), (*e)->plan().weight_bytes());
+    auto e2 = runtime::Engine::create(std::move(loaded).value());
+    ASSERT_TRUE(e2.is_ok()) << e2.status().to_string();
+    auto a = (*e)->run(in);
+    auto b = (*e2)->run(in);
+    ASSERT_TRUE(a.is_ok() && b.is_ok()) << a.status().to_string() << " / " << b.status().to_string();
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t o = 0; o < a->size(); ++o) {
+      ASSERT_EQ((*a)[o].bytes(), (*b)[o].bytes());
+      EXPECT_EQ(std::memcmp((*a)[o].raw(), (*b)[o].raw(), (*a)[o].bytes()), 0) << "output " << o << " differs";
+    }
+  }
 }
 
 }  // namespace
