@@ -357,6 +357,40 @@ TEST(BuilderPasses, MatmulOfTwoActivationsWithAMaskAdd) {
   build_and_check(model, "pass.fuse_matmul=off");
 }
 
+
+TEST(BuilderPasses, FuseMatmulEdgeShapes) {
+  struct Case {
+    const char* name;
+    std::vector<std::string> a_shape;
+    std::vector<int64_t> b_shape;
+    std::vector<int64_t> bias_shape;
+    const char* fused;  // the graph with fuse_matmul on
+  };
+  const Case cases[] = {
+      {"1-D A", {"8"}, {8, 16}, {16}, "FusedMatMul"},
+      {"batched B", {"2", "3", "8"}, {2, 8, 16}, {16}, "FusedMatMul"},
+      {"4-D A", {"2", "2", "3", "8"}, {8, 16}, {1, 1, 16}, "FusedMatMul"},
+      {"broadcast scalar is no bias", {"3", "8"}, {8, 16}, {1}, "MatMul Add Relu"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ModelBuilder m(17);
+    m.input("a", 1, c.a_shape);
+    test::initializer_random(m, "w", c.b_shape, 121, 0.5f);
+    test::initializer_random(m, "bias", c.bias_shape, 122);
+    m.node("MatMul", {"a", "w"}, {"mm"}, "mm");
+    m.node("Add", {"mm", "bias"}, {"s"}, "add");
+    m.node("Relu", {"s"}, {"y"}, "relu");
+    m.output("y", 1, {});
+    ir::Model model = load(m);
+    auto on = build_and_check(model, "");
+    auto off = build_and_check(model, "pass.fuse_matmul=off");
+    ASSERT_TRUE(on && off);
+    EXPECT_EQ(test::op_list(graph_of(on)), c.fused);
+    EXPECT_EQ(test::op_list(graph_of(off)), "MatMul Add Relu");
+  }
+}
+
 // ---------------------------------------------------------------- fold_constants
 
 TEST(BuilderPasses, FoldConstantsEvaluatesConstantSubgraphs) {
