@@ -487,7 +487,9 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     pv.dtype = val.type.dtype;
     pv.shape = shape_of(val.type);
     pv.bytes = static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, shape_numel(pv.shape));
-    if (val.initializer) pv.kind = PlanValue::Kind::constant;
+    // A constant no step reads (a Gemm bias or BatchNorm parameters a pass replaced) is not
+    // part of the plan: the plan file's graph export drops it, and it is not a weight.
+    if (val.initializer) pv.kind = last[v] >= 0 ? PlanValue::Kind::constant : PlanValue::Kind::unused;
     else if (val.is_input) pv.kind = PlanValue::Kind::input;
     else if (first[v] >= 0) pv.kind = PlanValue::Kind::arena;
   }

@@ -44,7 +44,37 @@ expect unknown-input nonzero "no input named 'nope'" -- "$bin" run "$model" --in
 expect missing-input nonzero "input 'data_0'.*not given" -- "$bin" run "$model"
 expect unknown-flag nonzero "unknown flag --bogus" -- "$bin" run "$model" --bogus
 "$bin" run "$model" --random-inputs --output-dir "$tmp/o3" > /dev/null 2>&1
-expect wrong-shape nonzero "input 'data_0'.*expected shape" -- "$bin" run "$model" --input "data_0=$tmp/o3/softmaxout_1.pb"
+expect wrong-shape nonzero "input 'data_0'.*(expected shape|built for float\[1,3,224,224\], got float\[1,1000,1,1\])" -- "$bin" run "$model" --input "data_0=$tmp/o3/softmaxout_1.pb"
 expect unknown-command nonzero "unknown command" -- "$bin" frobnicate
+
+
+# Builder commands: knobs, build, plans, and their error paths.
+expect knobs 0 "pass.fold_batchnorm" -- "$bin" knobs "$model"
+"$bin" knobs "$model" --json > "$tmp/knobs.json" 2> "$tmp/knobs.err"
+if [ $? -ne 0 ]; then echo "FAIL knobs-json: exit code non-zero"; cat "$tmp/knobs.err"; fails=$((fails+1))
+elif ! python3 -c 'import json,sys; k=json.load(sys.stdin); assert isinstance(k, list) and k and all({"name","values","default","help","scope"} <= set(x) for x in k), "bad knob records"' < "$tmp/knobs.json"; then
+  echo "FAIL knobs-json: not valid JSON or not [{name, values, default, help, scope}]"; head -c 300 "$tmp/knobs.json"; fails=$((fails+1))
+else echo "ok   knobs-json"; fi
+expect build-unknown-knob 2 "unknown knob 'pass\.fuse_cnv'" -- "$bin" build "$model" --route "pass.fuse_cnv=off"
+expect build-unknown-knob-plain 2 "unknown knob 'frobnicate'" -- "$bin" build "$model" --route "frobnicate=1"
+expect build-bad-value 2 "knob 'memory\.planner' cannot be 'fastest'; allowed: greedy_by_size, greedy_by_order, no_reuse" -- \
+  "$bin" build "$model" --route "memory.planner=fastest"
+expect build-bad-pass-value 2 "knob 'pass\.fuse_conv' cannot be 'maybe'; allowed: on, off" -- "$bin" build "$model" --route "pass.fuse_conv=maybe"
+expect build-malformed-route 2 "'pass\.fuse_conv' is not of the form knob=value" -- "$bin" build "$model" --route "pass.fuse_conv"
+expect build-duplicate-knob 2 "knob 'pass\.fuse_conv' is set twice" -- "$bin" build "$model" --route "pass.fuse_conv=on pass.fuse_conv=off"
+printf '# a route file\npass.fuse_conv=off   # keep convs apart\n\nmemory.planner=no_reuse\n' > "$tmp/r.route"
+expect build-route-file 0 "route: memory.planner=no_reuse pass.fuse_conv=off" -- "$bin" build "$model" --route-file "$tmp/r.route" -o "$tmp/r.plan"
+expect run-plan 0 "outputs written" -- "$bin" run "$model" --plan "$tmp/r.plan" --input "data_0=$input" --output-dir "$tmp/o4"
+[ -f "$tmp/o4/softmaxout_1.pb" ] || { echo "FAIL run-plan: no output file"; fails=$((fails+1)); }
+# A corrupt plan (one byte flipped in the payload), a truncated plan, and something that is not a plan.
+python3 -c 'import sys; b=bytearray(open(sys.argv[1],"rb").read()); b[len(b)//2]^=0x40; open(sys.argv[2],"wb").write(b)' "$tmp/r.plan" "$tmp/corrupt.plan"
+expect run-corrupt-plan nonzero "corrupt.plan: checksum mismatch: the plan is corrupt" -- \
+  "$bin" run "$model" --plan "$tmp/corrupt.plan" --input "data_0=$input" --output-dir "$tmp/o5"
+[ -e "$tmp/o5/softmaxout_1.pb" ] && { echo "FAIL run-corrupt-plan: wrote outputs"; fails=$((fails+1)); }
+head -c 500 "$tmp/r.plan" > "$tmp/cut.plan"
+expect run-truncated-plan nonzero "cut.plan: the plan is truncated" -- "$bin" run "$model" --plan "$tmp/cut.plan" --random-inputs
+expect run-not-a-plan nonzero "model.onnx: not a Tactician plan" -- "$bin" run "$model" --plan "$model" --random-inputs
+expect run-missing-plan nonzero "none.plan: cannot open the plan" -- "$bin" run "$model" --plan "$tmp/none.plan" --random-inputs
+expect run-plan-and-route nonzero "--plan runs a built plan" -- "$bin" run "$model" --plan "$tmp/r.plan" --route "pass.fuse_conv=on" --random-inputs
 
 [ $fails -eq 0 ] && echo "all CLI checks passed" || { echo "$fails CLI checks failed"; exit 1; }

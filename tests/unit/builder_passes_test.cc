@@ -1,0 +1,565 @@
+// Every builder pass with and without it (STYLE.md 12): the pass changes the graph as intended,
+// and the engines built with the pass on and off both compute what the reference interpreter
+// computes on the original model.
+#include "builder_test_util.h"
+
+namespace tac {
+namespace {
+
+using test::ModelBuilder;
+
+constexpr double kAtol = 1e-5, kRtol = 1e-4;  // fp32 kernels against the float64 reference
+
+ir::Model load(const ModelBuilder& mb) {
+  auto m = mb.load();
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  return std::move(m).value();
+}
+
+// Builds `m` with `route`, runs it on random inputs and compares with the reference
+// interpreter on the original model. Returns the engine for inspection of its plan.
+std::unique_ptr<runtime::Engine> build_and_check(const ir::Model& m, const std::string& route, uint64_t seed = 1) {
+  auto e = test::build_engine(m, route);
+  EXPECT_TRUE(e.is_ok()) << "route '" << route << "': " << e.status().to_string();
+  if (!e) return nullptr;
+  std::vector<Tensor> in = test::random_inputs(**e, seed);
+  auto got = (*e)->run(in);
+  EXPECT_TRUE(got.is_ok()) << "route '" << route << "': " << got.status().to_string();
+  auto want = test::reference_outputs(m, in);
+  EXPECT_TRUE(want.is_ok()) << want.status().to_string();
+  if (got && want) {
+    std::string diff = test::compare_outputs(*got, *want, kAtol, kRtol);
+    EXPECT_EQ(diff, "") << "route '" << route << "', graph " << test::op_list((*e)->plan().model.graph);
+  }
+  return std::move(e).value();
+}
+
+const ir::Graph& graph_of(const std::unique_ptr<runtime::Engine>& e) { return e->plan().model.graph; }
+
+// ---------------------------------------------------------------- fold_batchnorm + fuse_conv
+
+// Conv(bias) -> BatchNormalization -> Add(residual input) -> Relu
+ir::Model conv_bn_add_relu(bool conv_bias) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "3", "9", "9"});
+  m.input("r", 1, {"1", "4", "9", "9"});
+  test::initializer_random(m, "w", {4, 3, 3, 3}, 21, 0.4f);
+  std::vector<std::string> conv_in = {"x", "w"};
+  if (conv_bias) {
+    test::initializer_random(m, "b", {4}, 22);
+    conv_in.push_back("b");
+  }
+  auto* c = m.node("Conv", conv_in, {"c"}, "conv");
+  test::attr_ints(c, "pads", {1, 1, 1, 1});
+  test::initializer_positive(m, "scale", {4}, 23);
+  test::initializer_random(m, "bias", {4}, 24);
+  test::initializer_random(m, "mean", {4}, 25);
+  test::initializer_positive(m, "var", {4}, 26);
+  auto* bn = m.node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"n"}, "bn");
+  test::attr_f(bn, "epsilon", 1e-3f);
+  m.node("Add", {"n", "r"}, {"s"}, "add");
+  m.node("Relu", {"s"}, {"y"}, "relu");
+  m.output("y", 1, {});
+  return load(m);
+}
+
+TEST(BuilderPasses, FoldBatchnormThenFuseConvMakeOneFusedConv) {
+  ir::Model m = conv_bn_add_relu(true);
+  auto on = build_and_check(m, "");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(test::op_list(graph_of(on)), "FusedConv");
+  EXPECT_TRUE(test::log_mentions(on->plan(), "fold_batchnorm: ")) << on->plan().report.pass_log.size();
+  EXPECT_TRUE(test::log_mentions(on->plan(), "fuse_conv: "));
+
+  auto no_fold = build_and_check(m, "pass.fold_batchnorm=off");
+  ASSERT_TRUE(no_fold);
+  // The BatchNormalization stays, and it blocks the Conv -> Add fusion.
+  EXPECT_EQ(test::op_list(graph_of(no_fold)), "Conv BatchNormalization Add Relu");
+  EXPECT_FALSE(test::log_mentions(no_fold->plan(), "fold_batchnorm"));
+
+  auto no_fuse = build_and_check(m, "pass.fuse_conv=off");
+  ASSERT_TRUE(no_fuse);
+  EXPECT_EQ(test::op_list(graph_of(no_fuse)), "Conv Add Relu");
+  EXPECT_FALSE(test::log_mentions(no_fuse->plan(), "fuse_conv"));
+
+  build_and_check(m, "pass.fold_batchnorm=off pass.fuse_conv=off");
+}
+
+TEST(BuilderPasses, FoldBatchnormIntoConvWithoutBias) {
+  ir::Model m = conv_bn_add_relu(false);
+  auto fused = build_and_check(m, "pass.fuse_conv=off");
+  ASSERT_TRUE(fused);
+  EXPECT_EQ(test::op_list(graph_of(fused)), "Conv Add Relu");
+  // The folded conv gained a bias input.
+  const ir::Node& conv = graph_of(fused).nodes[0];
+  ASSERT_EQ(conv.inputs.size(), 3u);
+  EXPECT_NE(conv.inputs[2], ir::kNoValue);
+  build_and_check(m, "pass.fold_batchnorm=off");
+}
+
+TEST(BuilderPasses, BatchnormIsNotFoldedIntoAConvWhoseOutputIsUsedTwice) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "2", "6", "6"});
+  test::initializer_random(m, "w", {3, 2, 1, 1}, 31);
+  m.node("Conv", {"x", "w"}, {"c"}, "conv");
+  test::initializer_positive(m, "scale", {3}, 32);
+  test::initializer_random(m, "bias", {3}, 33);
+  test::initializer_random(m, "mean", {3}, 34);
+  test::initializer_positive(m, "var", {3}, 35);
+  m.node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"n"}, "bn");
+  m.node("Add", {"n", "c"}, {"y"}, "add");  // the raw conv output is read again
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto e = build_and_check(model, "");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(test::count_op(graph_of(e), "BatchNormalization"), 1) << test::op_list(graph_of(e));
+  EXPECT_EQ(test::count_op(graph_of(e), "FusedConv"), 0) << test::op_list(graph_of(e));
+}
+
+// ---------------------------------------------------------------- fuse_conv
+
+TEST(BuilderPasses, FuseConvAbsorbsResidualAddAndActivation) {
+  struct Case {
+    const char* name;
+    bool residual;
+    const char* act;  // "" for none
+    const char* unfused;
+  };
+  const Case cases[] = {
+      {"relu only", false, "Relu", "Conv Relu"},
+      {"add only", true, "", "Conv Add"},
+      {"add + clip", true, "Clip", "Conv Add Clip"},
+      {"add + sigmoid", true, "Sigmoid", "Conv Add Sigmoid"},
+      {"leaky relu", false, "LeakyRelu", "Conv LeakyRelu"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ModelBuilder m(17);
+    m.input("x", 1, {"1", "3", "7", "7"});
+    test::initializer_random(m, "w", {5, 3, 3, 3}, 41, 0.4f);
+    test::initializer_random(m, "b", {5}, 42);
+    auto* conv = m.node("Conv", {"x", "w", "b"}, {"c"}, "conv");
+    test::attr_ints(conv, "strides", {2, 2});
+    std::string y = "c";
+    if (c.residual) {
+      m.input("r", 1, {"1", "5", "3", "3"});
+      m.node("Add", {"r", y}, {"s"}, "add");  // the conv output as the Add's second operand
+      y = "s";
+    }
+    if (std::string(c.act) == "Clip") {
+      m.initializer("lo", {}, {0.0f});
+      m.initializer("hi", {}, {0.75f});
+      m.node("Clip", {y, "lo", "hi"}, {"y"}, "act");
+    } else if (*c.act) {
+      auto* a = m.node(c.act, {y}, {"y"}, "act");
+      if (std::string(c.act) == "LeakyRelu") test::attr_f(a, "alpha", 0.2f);
+    } else {
+      m.node("Identity", {y}, {"y"}, "id");  // keep the fused value off the graph output
+    }
+    m.output("y", 1, {});
+    ir::Model model = load(m);
+    auto on = build_and_check(model, "");
+    auto off = build_and_check(model, "pass.fuse_conv=off");
+    ASSERT_TRUE(on && off);
+    std::string on_ops = test::op_list(graph_of(on)), off_ops = test::op_list(graph_of(off));
+    EXPECT_EQ(on_ops, *c.act ? "FusedConv" : "FusedConv Identity");
+    EXPECT_EQ(off_ops, *c.act ? c.unfused : std::string(c.unfused) + " Identity");
+  }
+}
+
+TEST(BuilderPasses, FuseConvTakesTheOtherConvAsResidual) {
+  // ResNet's downsampling block: act(conv_a(x) + conv_b(x)).
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "4", "8", "8"});
+  test::initializer_random(m, "wa", {6, 4, 3, 3}, 51, 0.3f);
+  test::initializer_random(m, "wb", {6, 4, 1, 1}, 52, 0.3f);
+  auto* a = m.node("Conv", {"x", "wa"}, {"ca"}, "conv_a");
+  test::attr_ints(a, "pads", {1, 1, 1, 1});
+  m.node("Conv", {"x", "wb"}, {"cb"}, "conv_b");
+  m.node("Add", {"ca", "cb"}, {"s"}, "add");
+  m.node("Relu", {"s"}, {"y"}, "relu");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto on = build_and_check(model, "");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(test::count_op(graph_of(on), "FusedConv"), 1) << test::op_list(graph_of(on));
+  EXPECT_EQ(test::count_op(graph_of(on), "Conv"), 1) << test::op_list(graph_of(on));
+  EXPECT_EQ(graph_of(on).nodes.size(), 2u) << test::op_list(graph_of(on));
+  auto off = build_and_check(model, "pass.fuse_conv=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(graph_of(off).nodes.size(), 4u);
+}
+
+TEST(BuilderPasses, ConvOutputUsedTwiceIsNotFusedAway) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "3", "6", "6"});
+  test::initializer_random(m, "w", {3, 3, 3, 3}, 61, 0.4f);
+  auto* conv = m.node("Conv", {"x", "w"}, {"c"}, "conv");
+  test::attr_ints(conv, "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c"}, {"a"}, "relu");
+  m.node("Add", {"a", "c"}, {"y"}, "add");  // c read by the Relu and by the Add
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto e = build_and_check(model, "");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(test::op_list(graph_of(e)), "Conv Relu Add");
+}
+
+TEST(BuilderPasses, ConvOutputThatIsAGraphOutputIsNotFusedAway) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "3", "6", "6"});
+  test::initializer_random(m, "w", {3, 3, 3, 3}, 62, 0.4f);
+  m.node("Conv", {"x", "w"}, {"c"}, "conv");
+  m.node("Relu", {"c"}, {"y"}, "relu");
+  m.output("c", 1, {});
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto e = build_and_check(model, "");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(test::op_list(graph_of(e)), "Conv Relu");
+
+  // The same for the Add in the middle of the chain: the activation must stay separate.
+  ModelBuilder m2(17);
+  m2.input("x", 1, {"1", "3", "6", "6"});
+  m2.input("r", 1, {"1", "3", "4", "4"});
+  test::initializer_random(m2, "w", {3, 3, 3, 3}, 63, 0.4f);
+  m2.node("Conv", {"x", "w"}, {"c"}, "conv");
+  m2.node("Add", {"c", "r"}, {"s"}, "add");
+  m2.node("Relu", {"s"}, {"y"}, "relu");
+  m2.output("s", 1, {});
+  m2.output("y", 1, {});
+  ir::Model model2 = load(m2);
+  auto e2 = build_and_check(model2, "");
+  ASSERT_TRUE(e2);
+  EXPECT_EQ(test::op_list(graph_of(e2)), "FusedConv Relu");
+}
+
+TEST(BuilderPasses, ConvAddOfAConstantIsNotAResidual) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "2", "5", "5"});
+  test::initializer_random(m, "w", {2, 2, 3, 3}, 64);
+  test::initializer_random(m, "k", {1, 2, 3, 3}, 65);
+  m.node("Conv", {"x", "w"}, {"c"}, "conv");
+  m.node("Add", {"c", "k"}, {"s"}, "add");
+  m.node("Relu", {"s"}, {"y"}, "relu");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto e = build_and_check(model, "");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(test::op_list(graph_of(e)), "Conv Add Relu");
+}
+
+// ---------------------------------------------------------------- fuse_matmul
+
+TEST(BuilderPasses, FuseMatmulAbsorbsBiasResidualAndActivation) {
+  ModelBuilder m(17);
+  m.input("a", 1, {"2", "3", "8"});
+  m.input("r", 1, {"2", "3", "16"});
+  test::initializer_random(m, "w", {8, 16}, 71, 0.5f);
+  test::initializer_random(m, "bias", {16}, 72);
+  m.node("MatMul", {"a", "w"}, {"mm"}, "mm");
+  m.node("Add", {"bias", "mm"}, {"b"}, "add_bias");
+  m.node("Add", {"b", "r"}, {"s"}, "add_res");
+  m.node("Relu", {"s"}, {"y"}, "relu");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto on = build_and_check(model, "");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(test::op_list(graph_of(on)), "FusedMatMul");
+  EXPECT_TRUE(test::log_mentions(on->plan(), "fuse_matmul: "));
+  const ir::Node& f = graph_of(on).nodes[0];
+  EXPECT_EQ(f.inputs.size(), 4u) << "A, B, bias, residual";
+  auto off = build_and_check(model, "pass.fuse_matmul=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(test::op_list(graph_of(off)), "MatMul Add Add Relu");
+}
+
+TEST(BuilderPasses, FuseMatmulTakesGemmWithTransBAndC) {
+  struct Case {
+    const char* name;
+    bool trans_b;
+    const char* c;  // "bias" (constant [N]), "bias2d" (constant [1, N]), "full" (input [M, N]), "" none
+    float alpha;
+    bool fused;
+  };
+  const Case cases[] = {
+      {"transB + bias", true, "bias", 1.0f, true},   {"bias [1,N]", false, "bias2d", 1.0f, true},
+      {"C full input", true, "full", 1.0f, true},    {"no C", false, "", 1.0f, true},
+      {"alpha stays Gemm", true, "bias", 0.5f, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ModelBuilder m(17);
+    m.input("a", 1, {"4", "8"});
+    test::initializer_random(m, "w", c.trans_b ? std::vector<int64_t>{16, 8} : std::vector<int64_t>{8, 16}, 81, 0.5f);
+    std::vector<std::string> ins = {"a", "w"};
+    if (std::string(c.c) == "bias") test::initializer_random(m, "cc", {16}, 82);
+    if (std::string(c.c) == "bias2d") test::initializer_random(m, "cc", {1, 16}, 82);
+    if (std::string(c.c) == "full") m.input("cc", 1, {"4", "16"});
+    if (*c.c) ins.push_back("cc");
+    auto* g = m.node("Gemm", ins, {"g"}, "gemm");
+    if (c.trans_b) test::attr_i(g, "transB", 1);
+    if (c.alpha != 1.0f) test::attr_f(g, "alpha", c.alpha);
+    m.node("Tanh", {"g"}, {"y"}, "tanh");
+    m.output("y", 1, {});
+    ir::Model model = load(m);
+    auto on = build_and_check(model, "");
+    auto off = build_and_check(model, "pass.fuse_matmul=off");
+    ASSERT_TRUE(on && off);
+    EXPECT_EQ(test::op_list(graph_of(on)), c.fused ? "FusedMatMul" : "Gemm Tanh");
+    EXPECT_EQ(test::op_list(graph_of(off)), "Gemm Tanh");
+  }
+}
+
+TEST(BuilderPasses, MatmulOutputUsedTwiceOrAGraphOutputIsNotFusedAway) {
+  {
+    ModelBuilder m(17);
+    m.input("a", 1, {"3", "8"});
+    test::initializer_random(m, "w", {8, 8}, 91);
+    test::initializer_random(m, "bias", {8}, 92);
+    m.node("MatMul", {"a", "w"}, {"mm"}, "mm");
+    m.node("Add", {"mm", "bias"}, {"b"}, "add_bias");
+    m.node("Add", {"b", "mm"}, {"y"}, "add_again");  // mm read twice
+    m.output("y", 1, {});
+    ir::Model model = load(m);
+    auto e = build_and_check(model, "");
+    ASSERT_TRUE(e);
+    EXPECT_EQ(test::op_list(graph_of(e)), "MatMul Add Add");
+  }
+  {
+    ModelBuilder m(17);
+    m.input("a", 1, {"3", "8"});
+    test::initializer_random(m, "w", {8, 8}, 93);
+    m.node("MatMul", {"a", "w"}, {"mm"}, "mm");
+    m.node("Relu", {"mm"}, {"y"}, "relu");
+    m.output("mm", 1, {});
+    m.output("y", 1, {});
+    ir::Model model = load(m);
+    auto e = build_and_check(model, "");
+    ASSERT_TRUE(e);
+    EXPECT_EQ(test::op_list(graph_of(e)), "MatMul Relu");
+  }
+}
+
+TEST(BuilderPasses, MatmulOfTwoActivationsWithAMaskAdd) {
+  // Attention scores: Q·Kᵀ + mask, where the mask is a constant that is not a bias over N.
+  ModelBuilder m(17);
+  m.input("q", 1, {"2", "4", "8"});
+  m.input("kt", 1, {"2", "8", "4"});
+  test::initializer_random(m, "mask", {1, 4, 4}, 95);
+  m.node("MatMul", {"q", "kt"}, {"s"}, "scores");
+  m.node("Add", {"s", "mask"}, {"y"}, "add_mask");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto e = build_and_check(model, "");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(test::count_op(graph_of(e), "Add"), 1) << test::op_list(graph_of(e));
+  build_and_check(model, "pass.fuse_matmul=off");
+}
+
+
+TEST(BuilderPasses, FuseMatmulEdgeShapes) {
+  struct Case {
+    const char* name;
+    std::vector<std::string> a_shape;
+    std::vector<int64_t> b_shape;
+    std::vector<int64_t> bias_shape;
+    const char* fused;  // the graph with fuse_matmul on
+  };
+  const Case cases[] = {
+      {"1-D A", {"8"}, {8, 16}, {16}, "FusedMatMul"},
+      {"batched B", {"2", "3", "8"}, {2, 8, 16}, {16}, "FusedMatMul"},
+      {"4-D A", {"2", "2", "3", "8"}, {8, 16}, {1, 1, 16}, "FusedMatMul"},
+      {"broadcast scalar is no bias", {"3", "8"}, {8, 16}, {1}, "MatMul Add Relu"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ModelBuilder m(17);
+    m.input("a", 1, c.a_shape);
+    test::initializer_random(m, "w", c.b_shape, 121, 0.5f);
+    test::initializer_random(m, "bias", c.bias_shape, 122);
+    m.node("MatMul", {"a", "w"}, {"mm"}, "mm");
+    m.node("Add", {"mm", "bias"}, {"s"}, "add");
+    m.node("Relu", {"s"}, {"y"}, "relu");
+    m.output("y", 1, {});
+    ir::Model model = load(m);
+    auto on = build_and_check(model, "");
+    auto off = build_and_check(model, "pass.fuse_matmul=off");
+    ASSERT_TRUE(on && off);
+    EXPECT_EQ(test::op_list(graph_of(on)), c.fused);
+    EXPECT_EQ(test::op_list(graph_of(off)), "MatMul Add Relu");
+  }
+}
+
+// ---------------------------------------------------------------- fold_constants
+
+TEST(BuilderPasses, FoldConstantsEvaluatesConstantSubgraphs) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"2", "6"});
+  test::initializer_random(m, "c1", {6}, 101);
+  test::initializer_random(m, "c2", {6}, 102);
+  m.node("Add", {"c1", "c2"}, {"c3"}, "const_add");
+  m.node("Neg", {"c3"}, {"c4"}, "const_neg");
+  m.node("Mul", {"x", "c4"}, {"y"}, "mul");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto on = build_and_check(model, "");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(test::op_list(graph_of(on)), "Mul");
+  EXPECT_TRUE(test::log_mentions(on->plan(), "fold_constants: 2 nodes"));
+  auto off = build_and_check(model, "pass.fold_constants=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(test::op_list(graph_of(off)), "Add Neg Mul");
+}
+
+// x -> Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape(x) -> Relu: the exported-
+// transformer shape chain that only constant folding with bound input shapes removes.
+ir::Model shape_chain() {
+  ModelBuilder m(17);
+  m.input("x", 1, {"batch", "3", "4"});
+  m.node("Shape", {"x"}, {"s"}, "shape");
+  test::initializer_i64(m, "i0", {}, {0});
+  auto* g = m.node("Gather", {"s", "i0"}, {"d0"}, "gather");
+  test::attr_i(g, "axis", 0);
+  test::initializer_i64(m, "ax0", {1}, {0});
+  m.node("Unsqueeze", {"d0", "ax0"}, {"d0u"}, "unsq");
+  test::initializer_i64(m, "minus1", {1}, {-1});
+  auto* cat = m.node("Concat", {"d0u", "minus1"}, {"shp"}, "concat");
+  test::attr_i(cat, "axis", 0);
+  m.node("Reshape", {"x", "shp"}, {"r"}, "reshape");
+  m.node("Relu", {"r"}, {"y"}, "relu");
+  m.output("y", 1, {});
+  return load(m);
+}
+
+TEST(BuilderPasses, FoldConstantsTurnsAShapeChainIntoAConstantReshape) {
+  ir::Model model = shape_chain();
+  builder::BuildOptions opts;
+  opts.dims["batch"] = 2;
+  auto route = builder::Route::parse("");
+  auto plan = builder::build_plan(model, *route, opts);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ(test::op_list(plan->model.graph), "Reshape Relu");
+  const ir::Graph& g = plan->model.graph;
+  const ir::Value& y = g.values[static_cast<size_t>(g.outputs[0])];
+  ASSERT_EQ(y.type.dims.size(), 2u);
+  EXPECT_EQ(y.type.dims[0].value, 2);
+  EXPECT_EQ(y.type.dims[1].value, 12);
+  auto e = runtime::Engine::create(std::move(plan).value());
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  std::vector<Tensor> in = test::random_inputs(**e, 3);
+  auto got = (*e)->run(in);
+  auto want = test::reference_outputs(model, in);
+  ASSERT_TRUE(got.is_ok() && want.is_ok());
+  EXPECT_EQ(test::compare_outputs(*got, *want, kAtol, kRtol), "");
+}
+
+TEST(BuilderPasses, ShapeChainWithoutConstantFoldingIsBuiltOrRefusedCleanly) {
+  // Without folding, the Reshape's target shape is computed at run time. The builder makes
+  // fixed-shape plans: it either still builds a correct plan or refuses with `unsupported`
+  // naming the node; it never builds a wrong one.
+  ir::Model model = shape_chain();
+  builder::BuildOptions opts;
+  opts.dims["batch"] = 2;
+  auto route = builder::Route::parse("pass.fold_constants=off");
+  auto plan = builder::build_plan(model, *route, opts);
+  if (!plan) {
+    EXPECT_EQ(plan.status().kind(), ErrorKind::unsupported) << plan.status().to_string();
+    EXPECT_NE(plan.status().message().find("reshape"), std::string::npos) << plan.status().to_string();
+    return;
+  }
+  EXPECT_EQ(test::count_op(plan->model.graph, "Shape"), 1);
+  auto e = runtime::Engine::create(std::move(plan).value());
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  std::vector<Tensor> in = test::random_inputs(**e, 3);
+  auto got = (*e)->run(in);
+  auto want = test::reference_outputs(model, in);
+  ASSERT_TRUE(got.is_ok() && want.is_ok());
+  EXPECT_EQ(test::compare_outputs(*got, *want, kAtol, kRtol), "");
+}
+
+// ---------------------------------------------------------------- eliminate_identity
+
+TEST(BuilderPasses, EliminateIdentityRemovesIdentityAndInferenceDropout) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"2", "5"});
+  m.node("Identity", {"x"}, {"a"}, "id_in");
+  m.node("Sigmoid", {"a"}, {"b"}, "sig");
+  m.node("Dropout", {"b"}, {"c"}, "drop");
+  m.node("Add", {"c", "x"}, {"s"}, "add");
+  m.node("Identity", {"s"}, {"y"}, "id_out");  // names a graph output: must stay
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto on = build_and_check(model, "");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(test::op_list(graph_of(on)), "Sigmoid Add Identity");
+  EXPECT_TRUE(test::log_mentions(on->plan(), "eliminate_identity: 2 nodes"));
+  auto off = build_and_check(model, "pass.eliminate_identity=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(test::op_list(graph_of(off)), "Identity Sigmoid Dropout Add Identity");
+}
+
+TEST(BuilderPasses, EliminateIdentityUnhidesConvActivationFusion) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "2", "5", "5"});
+  test::initializer_random(m, "w", {3, 2, 3, 3}, 111, 0.5f);
+  m.node("Conv", {"x", "w"}, {"c"}, "conv");
+  m.node("Identity", {"c"}, {"d"}, "id");
+  m.node("Relu", {"d"}, {"y"}, "relu");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto on = build_and_check(model, "");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(test::op_list(graph_of(on)), "FusedConv");
+  auto off = build_and_check(model, "pass.eliminate_identity=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(test::op_list(graph_of(off)), "Conv Identity Relu");
+}
+
+TEST(BuilderPasses, DropoutWhoseMaskIsUsedStays) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"2", "5"});
+  m.node("Dropout", {"x"}, {"d", "mask"}, "drop");
+  m.node("Cast", {"mask"}, {"mf"}, "cast");
+  test::attr_i(m.m.mutable_graph()->mutable_node(1), "to", 1);
+  m.node("Add", {"d", "mf"}, {"y"}, "add");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto e = build_and_check(model, "");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(test::count_op(graph_of(e), "Dropout"), 1) << test::op_list(graph_of(e));
+}
+
+// ---------------------------------------------------------------- memory knobs
+
+TEST(BuilderPasses, MemoryKnobsKeepOutputsAndChangeTheArena) {
+  ir::Model m = conv_bn_add_relu(true);
+  // A chain long enough that reuse and in-place matter.
+  ModelBuilder mb(17);
+  mb.input("x", 1, {"4", "64"});
+  std::string v = "x";
+  for (int i = 0; i < 6; ++i) {
+    std::string o = "t" + std::to_string(i);
+    mb.node(i % 2 ? "Tanh" : "Sigmoid", {v}, {o}, "act" + std::to_string(i));
+    v = o;
+  }
+  mb.node("Neg", {v}, {"y"}, "neg");
+  mb.output("y", 1, {});
+  ir::Model chain = load(mb);
+  int64_t arena[3] = {};
+  int i = 0;
+  for (const char* route : {"memory.planner=no_reuse memory.inplace=off", "memory.planner=greedy_by_order memory.inplace=off",
+                            "memory.planner=greedy_by_size memory.inplace=on"}) {
+    auto e = build_and_check(chain, route);
+    ASSERT_TRUE(e);
+    arena[i++] = e->plan().arena_bytes;
+    build_and_check(m, route);
+  }
+  const int64_t tensor_bytes = 4 * 64 * 4;
+  EXPECT_EQ(arena[0], 7 * tensor_bytes) << "no_reuse gives every intermediate its own buffer";
+  EXPECT_LT(arena[1], arena[0]);
+  EXPECT_LE(arena[2], arena[1]);
+}
+
+}  // namespace
+}  // namespace tac

@@ -1,0 +1,214 @@
+// Routes: text form parsing, validation against the knob space, and the knob space itself.
+#include <set>
+
+#include "builder_test_util.h"
+
+namespace tac {
+namespace {
+
+using builder::KnobSpace;
+using builder::Route;
+using test::ModelBuilder;
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+// Conv -> Relu -> MatMul: nodes with several tactics each, and the fusion passes apply.
+ir::Model small_model() {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "3", "8", "8"});
+  test::initializer_random(m, "w", {4, 3, 3, 3}, 11, 0.3f);
+  auto* c = m.node("Conv", {"x", "w"}, {"c"}, "conv0");
+  test::attr_ints(c, "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c"}, {"r"}, "relu0");
+  test::initializer_random(m, "b", {8, 5}, 12);
+  m.node("MatMul", {"r", "b"}, {"y"}, "mm0");
+  m.output("y", 1, {});
+  auto model = m.load();
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  return std::move(model).value();
+}
+
+KnobSpace space_of(const ir::Model& m) {
+  auto s = builder::knob_space(m, {});
+  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+  return std::move(s).value();
+}
+
+TEST(BuilderRoute, ParsesPairsAcrossSpacesNewlinesAndComments) {
+  auto r = Route::parse("# a route file\n  pass.fuse_conv=off\tthreads=1 # trailing comment\n\n"
+                        "memory.planner=no_reuse\n#builder.prune=3\n");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->values.size(), 3u);
+  EXPECT_EQ(r->values.at("pass.fuse_conv"), "off");
+  EXPECT_EQ(r->values.at("threads"), "1");
+  EXPECT_EQ(r->values.at("memory.planner"), "no_reuse");
+  EXPECT_EQ(r->values.count("builder.prune"), 0u) << "a commented-out pair must be ignored";
+  // '#' ends the value too.
+  auto c = Route::parse("memory.inplace=off#no reuse in place");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->values.at("memory.inplace"), "off");
+}
+
+TEST(BuilderRoute, EmptyTextIsTheDefaultRoute) {
+  for (const char* text : {"", "   \n\t\n", "# only a comment\n"}) {
+    auto r = Route::parse(text);
+    ASSERT_TRUE(r.is_ok()) << text;
+    EXPECT_TRUE(r->empty()) << text;
+    EXPECT_EQ(r->to_string(), "");
+  }
+}
+
+TEST(BuilderRoute, CanonicalTextIsSortedAndRoundTrips) {
+  auto r = Route::parse("threads=1\nmemory.planner=no_reuse pass.fuse_conv=off");
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->to_string(), "memory.planner=no_reuse pass.fuse_conv=off threads=1");
+  auto again = Route::parse(r->to_string());
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->values, r->values);
+}
+
+TEST(BuilderRoute, MalformedPairsAreErrorsQuotingThePair) {
+  for (const char* bad : {"pass.fuse_conv", "=off", "pass.fuse_conv=", "threads=1 memory.planner"}) {
+    auto r = Route::parse(bad);
+    ASSERT_FALSE(r.is_ok()) << "'" << bad << "' parsed";
+    EXPECT_EQ(r.status().kind(), ErrorKind::invalid_argument);
+    EXPECT_TRUE(contains(r.status().message(), "knob=value")) << r.status().message();
+  }
+  auto r = Route::parse("threads=1 memory.planner");
+  EXPECT_TRUE(contains(r.status().message(), "'memory.planner'")) << r.status().message();
+}
+
+TEST(BuilderRoute, AKnobSetTwiceWithDifferentValuesIsAnError) {
+  auto r = Route::parse("pass.fuse_conv=on\nthreads=1\npass.fuse_conv=off");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::invalid_argument);
+  const std::string& msg = r.status().message();
+  EXPECT_TRUE(contains(msg, "pass.fuse_conv") && contains(msg, "twice")) << msg;
+  EXPECT_TRUE(contains(msg, "'on'") && contains(msg, "'off'")) << msg;
+}
+
+TEST(BuilderRoute, UnknownKnobIsRejectedByName) {
+  ir::Model m = small_model();
+  KnobSpace space = space_of(m);
+  for (const char* name : {"pass.fold_batchnrom", "bogus", "tactic.no_such_node", "memory.plannr"}) {
+    Route r;
+    r.values[name] = "on";
+    Status st = builder::validate_route(r, space);
+    ASSERT_FALSE(st.is_ok()) << name;
+    EXPECT_EQ(st.kind(), ErrorKind::invalid_argument);
+    EXPECT_TRUE(contains(st.message(), std::string("unknown knob '") + name + "'")) << st.message();
+  }
+  // A typo in the suffix suggests the knobs with the same prefix.
+  Route r;
+  r.values["pass.fold_batchnrom"] = "off";
+  Status st = builder::validate_route(r, space);
+  EXPECT_TRUE(contains(st.message(), "pass.fold_batchnorm")) << st.message();
+}
+
+TEST(BuilderRoute, OutOfDomainValueNamesTheKnobAndListsTheAllowedValues) {
+  ir::Model m = small_model();
+  KnobSpace space = space_of(m);
+  struct Case {
+    const char* knob;
+    const char* value;
+    std::vector<std::string> allowed;
+  };
+  const Case cases[] = {
+      {"memory.planner", "fastest", {"greedy_by_size", "greedy_by_order", "no_reuse"}},
+      {"pass.fuse_conv", "maybe", {"on", "off"}},
+      {"memory.inplace", "1", {"on", "off"}},
+      {"builder.prune", "9", {"0", "1", "8"}},
+      {"builder.selection", "route", {"heuristic", "isolated"}},
+      {"threads", "0", {"1"}},
+      {"tactic.conv0", "no_such_tactic", {"auto"}},
+  };
+  for (const Case& c : cases) {
+    Route r;
+    r.values[c.knob] = c.value;
+    Status st = builder::validate_route(r, space);
+    ASSERT_FALSE(st.is_ok()) << c.knob << "=" << c.value;
+    EXPECT_EQ(st.kind(), ErrorKind::invalid_argument);
+    EXPECT_TRUE(contains(st.message(), std::string("'") + c.knob + "'")) << st.message();
+    EXPECT_TRUE(contains(st.message(), std::string("'") + c.value + "'")) << st.message();
+    EXPECT_TRUE(contains(st.message(), "allowed:")) << st.message();
+    for (const std::string& a : c.allowed) EXPECT_TRUE(contains(st.message(), a)) << st.message();
+  }
+  // Every tactic of the conv knob is listed.
+  const builder::Knob* conv = space.find("tactic.conv0");
+  ASSERT_NE(conv, nullptr);
+  Route r;
+  r.values["tactic.conv0"] = "no_such_tactic";
+  Status st = builder::validate_route(r, space);
+  for (const std::string& t : conv->values) EXPECT_TRUE(contains(st.message(), t)) << t << " missing in " << st.message();
+}
+
+TEST(BuilderRoute, EveryValueOfEveryKnobValidates) {
+  ir::Model m = small_model();
+  KnobSpace space = space_of(m);
+  for (const builder::Knob& k : space.knobs())
+    for (const std::string& v : k.values) {
+      Route r;
+      r.values[k.name] = v;
+      EXPECT_TRUE(builder::validate_route(r, space).is_ok()) << k.name << "=" << v;
+    }
+}
+
+TEST(BuilderRoute, BuildPlanRefusesBadRoutesAsInvalidArgument) {
+  ir::Model m = small_model();
+  for (const char* text : {"pass.fuse_cnv=off", "memory.planner=fastest", "tactic.conv0=nope"}) {
+    auto route = Route::parse(text);
+    ASSERT_TRUE(route.is_ok());
+    auto plan = builder::build_plan(m, *route, {});
+    ASSERT_FALSE(plan.is_ok()) << text;
+    EXPECT_EQ(plan.status().kind(), ErrorKind::invalid_argument) << plan.status().to_string();
+    std::string knob = std::string(text).substr(0, std::string(text).find('='));
+    EXPECT_TRUE(contains(plan.status().message(), knob)) << plan.status().message();
+  }
+}
+
+TEST(BuilderKnobSpace, DeclaresGlobalPassAndTacticKnobsWithValidDefaults) {
+  ir::Model m = small_model();
+  KnobSpace space = space_of(m);
+  std::set<std::string> names;
+  for (const builder::Knob& k : space.knobs()) {
+    EXPECT_TRUE(names.insert(k.name).second) << "knob declared twice: " << k.name;
+    EXPECT_FALSE(k.values.empty()) << k.name;
+    EXPECT_NE(std::find(k.values.begin(), k.values.end(), k.default_value), k.values.end())
+        << k.name << ": default '" << k.default_value << "' is not one of its values";
+    EXPECT_FALSE(k.help.empty()) << k.name;
+  }
+  for (const char* k : {"threads", "builder.selection", "builder.prune", "memory.planner", "memory.inplace",
+                        "pass.fold_constants", "pass.eliminate_identity", "pass.fold_batchnorm", "pass.fuse_conv",
+                        "pass.fuse_matmul"})
+    EXPECT_TRUE(names.count(k)) << "missing knob " << k;
+  // One tactic knob per node, over the default graph and the graph with fusions off, so the
+  // Relu that fuse_conv absorbs still has a knob.
+  for (const char* node : {"conv0", "relu0", "mm0"}) {
+    const builder::Knob* k = space.find(std::string("tactic.") + node);
+    ASSERT_NE(k, nullptr) << node;
+    EXPECT_EQ(k->scope, builder::KnobScope::node);
+    EXPECT_EQ(k->default_value, "auto");
+    EXPECT_GE(k->values.size(), 2u) << node << ": auto and at least one tactic";
+  }
+  // The empty route reads every knob's default.
+  Route empty;
+  builder::RouteView view(empty, space);
+  for (const builder::Knob& k : space.knobs()) EXPECT_EQ(view.get(k.name), k.default_value);
+  EXPECT_TRUE(view.on("pass.fuse_conv"));
+  Route r;
+  r.values["builder.prune"] = "3";
+  EXPECT_EQ(builder::RouteView(r, space).get_int("builder.prune"), 3);
+}
+
+TEST(BuilderKnobSpace, JsonListsEveryKnob) {
+  ir::Model m = small_model();
+  KnobSpace space = space_of(m);
+  std::string j = space.to_json();
+  ASSERT_FALSE(j.empty());
+  EXPECT_EQ(j.front(), '[');
+  EXPECT_EQ(j.back(), ']');
+  for (const builder::Knob& k : space.knobs()) EXPECT_TRUE(contains(j, "\"name\": \"" + k.name + "\"")) << k.name;
+}
+
+}  // namespace
+}  // namespace tac
