@@ -204,7 +204,9 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
     if (!route.on(std::string("pass.") + p.name)) continue;
     // Re-run a pass while it changes the graph: folding a Shape makes the next Reshape's shape
     // known, which makes more Shapes foldable after the next shape inference.
-    for (int round = 0; round < 16; ++round) {
+    // Each round can unlock one more layer of a deep transformer's shape chains, so the bound is
+    // the graph size; rounds stop as soon as nothing changes.
+    for (size_t round = 0; round <= src.graph.nodes.size(); ++round) {
       size_t before = g.nodes.size();
       Status st = p.run(g, ctx);
       if (!st) return st.with_context(std::string("pass ") + p.name + ": ");
