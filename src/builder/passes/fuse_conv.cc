@@ -6,17 +6,6 @@
 
 namespace tac::builder {
 
-namespace {
-
-bool same_known_shape(const ir::ValueType& a, const ir::ValueType& b) {
-  if (!a.has_shape || !b.has_shape || a.dims.size() != b.dims.size()) return false;
-  for (size_t i = 0; i < a.dims.size(); ++i)
-    if (!a.dims[i].known() || a.dims[i].value != b.dims[i].value) return false;
-  return true;
-}
-
-}  // namespace
-
 Status fuse_conv(ir::Graph& g, PassContext& ctx) {
   auto users = value_users(g);
   std::vector<bool> dead(g.nodes.size(), false);

@@ -11,12 +11,6 @@ namespace {
 int64_t last_dim(const ir::ValueType& t) {
   return t.has_shape && !t.dims.empty() && t.dims.back().known() ? t.dims.back().value : -1;
 }
-bool same_known_shape(const ir::ValueType& a, const ir::ValueType& b) {
-  if (!a.has_shape || !b.has_shape || a.dims.size() != b.dims.size()) return false;
-  for (size_t i = 0; i < a.dims.size(); ++i)
-    if (!a.dims[i].known() || a.dims[i].value != b.dims[i].value) return false;
-  return true;
-}
 // A constant of N elements whose only non-1 dim is the last: a bias over the last dim.
 bool is_bias(const Tensor* t, int64_t n) {
   if (!t || n <= 0 || t->numel() != n || t->rank() < 1 || t->dtype() != DType::float32) return false;

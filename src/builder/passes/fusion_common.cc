@@ -1,5 +1,6 @@
 #include "builder/passes/fusion_common.h"
 
+#include <cmath>
 #include <limits>
 
 namespace tac::builder {
@@ -41,10 +42,75 @@ std::optional<ir::Epilogue> activation_of(const ir::Graph& g, const ir::Node& n)
       }
       break;
     }
+    case ir::OpKind::Gelu: {
+      // The epilogue's gelu is the erf form; the tanh approximation stays a separate node.
+      const ir::Attribute* a = n.attr("approximate");
+      if (a && a->type == ir::Attribute::Type::s && a->s != "none") return std::nullopt;
+      e.act = ir::Epilogue::Act::gelu;
+      break;
+    }
     default:
       return std::nullopt;
   }
   return e;
+}
+
+bool is_op(const ir::Node& n, ir::OpKind op, int n_inputs) {
+  return n.op == op && n.domain.empty() && n.outputs.size() == 1 && n.outputs[0] != ir::kNoValue &&
+         (n_inputs < 0 || static_cast<int>(n.inputs.size()) == n_inputs);
+}
+
+ir::Node* producer_of(ir::Graph& g, int v) {
+  if (v == ir::kNoValue) return nullptr;
+  int p = g.values[static_cast<size_t>(v)].producer;
+  return p >= 0 && static_cast<size_t>(p) < g.nodes.size() ? &g.nodes[static_cast<size_t>(p)] : nullptr;
+}
+
+ir::Node* sole_user(ir::Graph& g, const std::vector<std::vector<int>>& users, int v) {
+  if (v == ir::kNoValue || !has_single_user(users, v)) return nullptr;
+  return &g.nodes[static_cast<size_t>(users[static_cast<size_t>(v)][0])];
+}
+
+int other_input(const ir::Node& n, int v) {
+  if (n.inputs.size() != 2) return ir::kNoValue;
+  if (n.inputs[0] == v && n.inputs[1] != v) return n.inputs[1];
+  if (n.inputs[1] == v && n.inputs[0] != v) return n.inputs[0];
+  return ir::kNoValue;
+}
+
+bool is_scalar_constant(const ir::Graph& g, int v, double want, double rel_tol) {
+  const Tensor* t = constant_of(g, v);
+  if (!t || t->numel() != 1) return false;
+  const double x = t->get_f64(0);
+  return std::abs(x - want) <= rel_tol * std::abs(want);
+}
+
+bool same_known_shape(const ir::ValueType& a, const ir::ValueType& b) {
+  if (!a.has_shape || !b.has_shape || a.dims.size() != b.dims.size()) return false;
+  for (size_t i = 0; i < a.dims.size(); ++i)
+    if (!a.dims[i].known() || !b.dims[i].known() || a.dims[i].value != b.dims[i].value) return false;
+  return true;
+}
+
+std::optional<std::vector<int64_t>> transpose_perm(const ir::Graph& g, const ir::Node& n) {
+  if (n.inputs.empty() || n.inputs[0] == ir::kNoValue) return std::nullopt;
+  const ir::ValueType& t = g.values[static_cast<size_t>(n.inputs[0])].type;
+  if (!t.has_shape) return std::nullopt;
+  const auto rank = static_cast<int64_t>(t.dims.size());
+  std::vector<int64_t> perm;
+  if (const ir::Attribute* a = n.attr("perm"); a && a->type == ir::Attribute::Type::ints) {
+    perm = a->ints;
+  } else {
+    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+  }
+  if (static_cast<int64_t>(perm.size()) != rank) return std::nullopt;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t& p : perm) {
+    if (p < 0) p += rank;
+    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) return std::nullopt;
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return perm;
 }
 
 }  // namespace tac::builder

@@ -1,4 +1,6 @@
-// Matching activations for the fused epilogues (fuse_conv, fuse_matmul).
+// Shared pieces of the fusion passes: activation matching for the fused epilogues (fuse_conv,
+// fuse_matmul) and the small pattern vocabulary the subgraph fusions (fuse_gelu,
+// fuse_layernorm, eliminate_transpose, merge_reshapes) are written in.
 #pragma once
 
 #include <optional>
@@ -9,7 +11,25 @@
 namespace tac::builder {
 
 // The epilogue activation equivalent to node `n`, or nullopt when `n` is not a fusable
-// activation (Clip needs constant bounds; LeakyRelu / HardSigmoid carry their attributes).
+// activation (Clip needs constant bounds; LeakyRelu / HardSigmoid carry their attributes;
+// Gelu only in its exact, erf form).
 std::optional<ir::Epilogue> activation_of(const ir::Graph& g, const ir::Node& n);
+
+// ---- pattern vocabulary ----
+// A node of the default domain with op `op`, one output, and `n_inputs` inputs (-1: any).
+bool is_op(const ir::Node& n, ir::OpKind op, int n_inputs = -1);
+// The node producing `v`, or nullptr (graph inputs, constants).
+ir::Node* producer_of(ir::Graph& g, int v);
+// The only node consuming `v` when `v` has a single user and is not a graph output, else nullptr.
+ir::Node* sole_user(ir::Graph& g, const std::vector<std::vector<int>>& users, int v);
+// For a binary node with `v` as one input: the other input (kNoValue when both are `v`).
+int other_input(const ir::Node& n, int v);
+// True when `v` is a constant with one element equal to `want` within a relative `rel_tol`.
+bool is_scalar_constant(const ir::Graph& g, int v, double want, double rel_tol = 1e-5);
+// Both types fully known and equal in rank and dims.
+bool same_known_shape(const ir::ValueType& a, const ir::ValueType& b);
+// The `perm` of a Transpose node (the reversed dims when absent), or nullopt when the input's
+// rank is unknown or the perm is not a permutation.
+std::optional<std::vector<int64_t>> transpose_perm(const ir::Graph& g, const ir::Node& n);
 
 }  // namespace tac::builder

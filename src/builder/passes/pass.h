@@ -49,5 +49,9 @@ Status fold_batchnorm(ir::Graph& g, PassContext& ctx);
 Status eliminate_identity(ir::Graph& g, PassContext& ctx);
 Status fuse_conv(ir::Graph& g, PassContext& ctx);
 Status fuse_matmul(ir::Graph& g, PassContext& ctx);
+Status eliminate_transpose(ir::Graph& g, PassContext& ctx);
+Status merge_reshapes(ir::Graph& g, PassContext& ctx);
+Status fuse_layernorm(ir::Graph& g, PassContext& ctx);
+Status fuse_gelu(ir::Graph& g, PassContext& ctx);
 
 }  // namespace tac::builder

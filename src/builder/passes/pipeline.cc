@@ -4,17 +4,33 @@ namespace tac::builder {
 
 // Order matters:
 // 1. fold_constants first: with input shapes bound, Shape/Gather/Concat chains become constants,
-//    which the shape-dependent passes and shape inference need.
+//    which the shape-dependent passes and shape inference need (and a Transpose of a weight
+//    becomes a plain constant, so eliminate_transpose never needs to look at one).
 // 2. eliminate_identity before fusion, so Identity/Dropout do not hide Conv -> Relu pairs.
-// 3. fold_batchnorm before fuse_conv: the fused epilogue applies after the folded bias.
-// 4. fuse_conv / fuse_matmul last: they consume the residual Add and the activation.
+// 3. eliminate_transpose and merge_reshapes after folding (perms need known ranks; the reshape
+//    chains need the shapes that folding makes known) and before the fusions, which they never
+//    block and whose matches they do not create.
+// 4. fold_batchnorm before fuse_conv: the fused epilogue applies after the folded bias.
+// 5. fuse_layernorm and fuse_gelu before fuse_conv / fuse_matmul: the Gelu they make is the
+//    activation fuse_matmul takes into FusedMatMul's epilogue (MatMul -> Add bias -> Gelu), and the
+//    decomposed LayerNorm's trailing Mul/Add must be gone before anything else claims those Adds.
+// 6. fuse_conv / fuse_matmul last: they consume the residual Add and the activation.
 std::span<const Pass> pass_pipeline() {
   static const Pass kPasses[] = {
       {"fold_constants", "evaluate nodes whose inputs are all constant (and Shape of known shapes) at build time",
        true, fold_constants},
       {"eliminate_identity", "remove Identity and inference-mode Dropout nodes", true, eliminate_identity},
+      {"eliminate_transpose", "collapse Transpose -> Transpose chains into one Transpose (none when they cancel)", true,
+       eliminate_transpose},
+      {"merge_reshapes", "collapse chains of Reshape/Flatten/Squeeze/Unsqueeze into one Reshape to the known shape",
+       true, merge_reshapes},
       {"fold_batchnorm", "fold an inference BatchNormalization into the preceding Conv's weights and bias", true,
        fold_batchnorm},
+      {"fuse_layernorm",
+       "replace a decomposed LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div [, Mul gamma, Add beta]) by "
+       "LayerNormalization",
+       true, fuse_layernorm},
+      {"fuse_gelu", "replace the exact GELU subgraph x * 0.5 * (1 + Erf(x / sqrt 2)) by one Gelu node", true, fuse_gelu},
       {"fuse_conv", "fuse Conv with a following residual Add and activation into FusedConv", true, fuse_conv},
       {"fuse_matmul", "fuse MatMul/Gemm with a following bias Add, residual Add and activation into FusedMatMul",
        true, fuse_matmul},

@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include "kernels/elementwise/common.h"
 #include "kernels/tactic.h"
 
 namespace tac::kernels::gemm {
@@ -31,6 +32,22 @@ void scalar_row_epilogue(float* c, int64_t n, float alpha, const float* bias, fl
     c[j] = act.apply(v);
   }
 }
+
+}  // namespace
+
+bool detail::vector_act_row(Isa isa, const ir::Epilogue& act, float* c, int64_t n) {
+  ew::UnaryOp op;
+  switch (act.act) {
+    case ir::Epilogue::Act::gelu: op = ew::UnaryOp::gelu_erf; break;
+    case ir::Epilogue::Act::sigmoid: op = ew::UnaryOp::sigmoid; break;
+    case ir::Epilogue::Act::tanh: op = ew::UnaryOp::tanh; break;
+    default: return false;
+  }
+  ew::isa_kernels(isa == Isa::avx512 ? ew::Isa::avx512 : ew::Isa::avx2).unary(op, c, c, n, 0.0f, 0.0f);
+  return true;
+}
+
+namespace {
 
 detail::RowEpilogue row_epilogue(Isa isa) {
   return isa == Isa::avx512 ? detail::avx512_row_epilogue : detail::avx2_row_epilogue;
@@ -87,6 +104,13 @@ void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n
   float* abuf = scratch;
   float* tile = scratch + round_up_floats(static_cast<size_t>(blk.mc) * blk.kc);
   const detail::RowEpilogue row = row_epilogue(blk.isa);
+  using Act = ir::Epilogue::Act;
+  const bool deferred_act = ep.act.act == Act::gelu || ep.act.act == Act::sigmoid || ep.act.act == Act::tanh;
+  Epilogue tile_ep = ep;
+  if (deferred_act) {
+    tile_ep.act = ir::Epilogue{};
+    identity = epilogue_is_identity(tile_ep);
+  }
   // A read in place: row i at a_rs * i, k step a_cs; packed panels: rows adjacent, k step mr.
   const bool in_place = !a.packed && !blk.pack_a;
   const detail::MicroKernel full = micro_kernel(blk, mr, !in_place);
@@ -112,10 +136,14 @@ void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t q = 0; q < cols; ++q) cp[r * ldc + q] = first ? tile[r * nr + q] : cp[r * ldc + q] + tile[r * nr + q];
         }
-        if (last && !identity) apply_epilogue_rows(row, i0 + ir, rows, j0 + jr, cols, c, ldc, ep);
+        if (last && !identity) apply_epilogue_rows(row, i0 + ir, rows, j0 + jr, cols, c, ldc, tile_ep);
       }
     }
   }
+  // A transcendental activation runs once over the block's rows rather than per nr-wide tile: its
+  // vector function has ~25 constants to set up, which a 32-column call cannot amortise.
+  if (deferred_act)
+    for (int64_t i = i0; i < i0 + m; ++i) detail::vector_act_row(blk.isa, ep.act, c + i * ldc + j0, n);
 }
 
 }  // namespace

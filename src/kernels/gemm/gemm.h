@@ -112,6 +112,10 @@ void avx512_row_epilogue(float* c, int64_t n, float alpha, const float* bias, fl
                          int64_t res_cs, float res_scale, const ir::Epilogue& act);
 void avx2_row_epilogue(float* c, int64_t n, float alpha, const float* bias, float row_bias, const float* res,
                        int64_t res_cs, float res_scale, const ir::Epilogue& act);
+// The transcendental activations (Gelu, Sigmoid, Tanh) over a finished row c[0..n), in place,
+// with the elementwise family's vector functions for `isa`: the same code, so the same results,
+// as a separate Gelu/Sigmoid/Tanh step. False (nothing done) for any other activation.
+bool vector_act_row(Isa isa, const ir::Epilogue& act, float* c, int64_t n);
 }  // namespace detail
 
 }  // namespace tac::kernels::gemm

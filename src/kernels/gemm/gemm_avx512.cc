@@ -75,6 +75,12 @@ MicroKernel avx512_kernel(int m, int nr, bool packed_a) {
 
 void avx512_row_epilogue(float* c, int64_t n, float alpha, const float* bias, float row_bias, const float* res,
                          int64_t res_cs, float res_scale, const ir::Epilogue& act) {
+  if (act.act == ir::Epilogue::Act::gelu || act.act == ir::Epilogue::Act::sigmoid || act.act == ir::Epilogue::Act::tanh) {
+    // Linear part here, then the activation as the elementwise family's vector function.
+    avx512_row_epilogue(c, n, alpha, bias, row_bias, res, res_cs, res_scale, ir::Epilogue{});
+    vector_act_row(Isa::avx512, act, c, n);
+    return;
+  }
   using A = ir::Epilogue::Act;
   const bool vec_act = act.act == A::none || act.act == A::relu || act.act == A::clip || act.act == A::leaky_relu ||
                        act.act == A::hard_sigmoid;
