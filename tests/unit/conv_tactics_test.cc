@@ -81,7 +81,8 @@ std::vector<const Tactic*> conv_family(ir::OpKind op) {
 }
 
 TEST(ConvTactics, TableListsEveryTacticForBothOps) {
-  const char* names[] = {"im2col_gemm",      "conv1x1_gemm",   "im2col_openblas", "conv1x1_openblas", "direct_avx512", "direct_avx2", "winograd_f2x3",
+  const char* names[] = {"im2col_gemm",      "conv1x1_gemm",   "im2col_openblas", "conv1x1_openblas",
+                         "im2col_gemm_inb",  "conv1x1_gemm_inb", "direct_avx512", "direct_avx2", "winograd_f2x3",
                          "winograd_f4x3",    "depthwise_avx512", "depthwise_avx2", "onednn",    "onednn_nchw"};
   for (const char* name : names) {
     EXPECT_NE(find_tactic(ir::OpKind::Conv, name), nullptr) << name;
@@ -172,11 +173,11 @@ TEST(ConvTactics, ConstraintsSayNotApplicable) {
     auto r = check_tactic(*find_tactic(ir::OpKind::Conv, name), conv_node(c, false, {}), ins, {false, false, false});
     EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << name;
   }
-  for (const char* name : {"im2col_gemm", "im2col_openblas"}) {  // im2col reads weights at run time
+  for (const char* name : {"im2col_gemm", "im2col_gemm_inb", "im2col_openblas"}) {  // im2col reads weights at run time
     auto r = check_tactic(*find_tactic(ir::OpKind::Conv, name), conv_node(c, false, {}), ins, {false, false, false});
     EXPECT_TRUE(r.status.is_ok()) << name << ": " << r.status.to_string();
   }
-  for (const char* name : {"depthwise_avx512", "conv1x1_gemm", "conv1x1_openblas"}) {
+  for (const char* name : {"depthwise_avx512", "conv1x1_gemm", "conv1x1_gemm_inb", "conv1x1_openblas"}) {
     auto d = check_tactic(*find_tactic(ir::OpKind::Conv, name), conv_node(c, false, {}), ins, {false, true, false});
     EXPECT_EQ(d.status.kind(), ErrorKind::not_applicable) << name;
   }

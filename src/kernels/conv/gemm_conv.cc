@@ -24,6 +24,7 @@ size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 // The register blocking for an Mg x P x K conv GEMM: AVX-512 (else AVX2), 32 (16) columns per
 // tile, and the row tile among those compiled that wastes the fewest padded rows of Mg (ties: the
 // taller tile, which reuses each B load more).
+// (The B operand, col or the input planes, is packed or read in place: two table rows each.)
 gemm::Blocking conv_blocking(int64_t Mg) {
   gemm::Blocking b;
   if (gemm::isa_available(gemm::Isa::avx512)) {
@@ -42,9 +43,11 @@ gemm::Blocking conv_blocking(int64_t Mg) {
 
 class GemmConvKernel final : public Kernel {
  public:
-  GemmConvKernel(const ConvGeom& g, const Tensor* w, bool im2col, bool ours) : g_(g), im2col_(im2col), ours_(ours) {
+  GemmConvKernel(const ConvGeom& g, const Tensor* w, bool im2col, bool ours, bool pack_b)
+      : g_(g), im2col_(im2col), ours_(ours) {
     if (ours_) {
       blk_ = conv_blocking(g.Mg());
+      blk_.pack_b = pack_b;
       if (w) {  // pack each group's [Mg][K] weights once as the A operand
         const int64_t K = g.Cg() * g.KH * g.KW;
         per_group_ = gemm::packed_a_floats(blk_, g.Mg(), K);
@@ -213,19 +216,19 @@ double ours_eff(const ConvGeom& g) {
   return 0.9 * (kc / (kc + 8.0)) * m_occ * n_occ * (mg >= b.mr ? 1.0 : 0.6);
 }
 
-double gemm_cost(const ConvGeom& g, bool ours, double extra_bytes) {
-  const double b_pack = ours ? 4.0 * 2 * g.N * g.C * g.KH * g.KW * g.ohw() : 0.0;  // packing B: read + write
+double gemm_cost(const ConvGeom& g, bool ours, double extra_bytes, bool pack_b = true) {
+  const double b_pack = ours && pack_b ? 4.0 * 2 * g.N * g.C * g.KH * g.KW * g.ohw() : 0.0;  // packing B: read + write
   const double epi = ours ? 0.0 : epilogue_ns(g);  // ours applies it per tile, while hot
   return cost_ns(g.flops(), ours ? ours_eff(g) : openblas_eff(g), g.io_bytes() + extra_bytes + b_pack, g.threads) + epi +
          (ours ? epilogue_ns(g) * 0.5 : 0.0);
 }
 
-double im2col_cost(const StepDesc& step, bool ours) {
+double im2col_cost(const StepDesc& step, bool ours, bool pack_b = true) {
   auto g = conv_geom(step);
   if (!g) return 1e30;
   // im2col writes K*P floats per image and group, and the GEMM reads them back.
   const double col_bytes = 4.0 * 2 * g->N * g->C * g->KH * g->KW * g->ohw();
-  return gemm_cost(*g, ours, col_bytes);
+  return gemm_cost(*g, ours, col_bytes, pack_b);
 }
 
 Status conv1x1_applies(const StepDesc& step) {
@@ -234,17 +237,17 @@ Status conv1x1_applies(const StepDesc& step) {
   return is_1x1(*g) ? Status::ok() : not_applicable("needs a 1x1 kernel with no padding");
 }
 
-double conv1x1_cost(const StepDesc& step, bool ours) {
+double conv1x1_cost(const StepDesc& step, bool ours, bool pack_b = true) {
   auto g = conv_geom(step);
   if (!g) return 1e30;
   const double gather = (g->SH != 1 || g->SW != 1) ? 4.0 * 2 * g->N * g->C * g->ohw() : 0.0;
-  return gemm_cost(*g, ours, gather);
+  return gemm_cost(*g, ours, gather, pack_b);
 }
 
-Result<std::unique_ptr<Kernel>> prepare(const StepDesc& step, bool im2col, bool ours) {
+Result<std::unique_ptr<Kernel>> prepare(const StepDesc& step, bool im2col, bool ours, bool pack_b = true) {
   auto g = conv_geom(step);
   if (!g) return g.status();
-  return std::unique_ptr<Kernel>(new GemmConvKernel(*g, step.constants[1], im2col, ours));
+  return std::unique_ptr<Kernel>(new GemmConvKernel(*g, step.constants[1], im2col, ours, pack_b));
 }
 
 }  // namespace
@@ -257,6 +260,14 @@ Status im2col_gemm_applies(const StepDesc& step) {
 }
 double im2col_gemm_cost(const StepDesc& step) { return im2col_cost(step, true); }
 Result<std::unique_ptr<Kernel>> im2col_gemm_prepare(const StepDesc& step) { return prepare(step, true, true); }
+
+Status im2col_gemm_inb_applies(const StepDesc& step) { return im2col_gemm_applies(step); }
+double im2col_gemm_inb_cost(const StepDesc& step) { return im2col_cost(step, true, false); }
+Result<std::unique_ptr<Kernel>> im2col_gemm_inb_prepare(const StepDesc& step) { return prepare(step, true, true, false); }
+
+Status conv1x1_gemm_inb_applies(const StepDesc& step) { return conv1x1_gemm_applies(step); }
+double conv1x1_gemm_inb_cost(const StepDesc& step) { return conv1x1_cost(step, true, false); }
+Result<std::unique_ptr<Kernel>> conv1x1_gemm_inb_prepare(const StepDesc& step) { return prepare(step, false, true, false); }
 
 Status im2col_openblas_applies(const StepDesc& step) {
   auto g = conv_geom(step);

@@ -17,6 +17,8 @@ using namespace conv;
 const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(im2col_gemm, "im2col into the workspace + our packed sgemm (weights prepacked, fused epilogue); any 2-D conv"),
     TAC_CONV_ROWS(conv1x1_gemm, "1x1 pad-0 conv as our packed sgemm on the NCHW planes (strided: subsample first)"),
+    TAC_CONV_ROWS(im2col_gemm_inb, "im2col_gemm with the column buffer read in place by the microkernel (no B packing copy)"),
+    TAC_CONV_ROWS(conv1x1_gemm_inb, "conv1x1_gemm with the input planes read in place by the microkernel (no B packing copy)"),
     TAC_CONV_ROWS(im2col_openblas, "im2col into the workspace + OpenBLAS sgemm per image and group; any 2-D conv"),
     TAC_CONV_ROWS(conv1x1_openblas, "1x1 pad-0 conv as OpenBLAS sgemm on the NCHW planes (strided: subsample first)"),
     TAC_CONV_ROWS(direct_avx512, "direct conv on a padded input, 32 out-channels x 12 pixels AVX-512 tile; const weights"),
