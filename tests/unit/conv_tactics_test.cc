@@ -39,6 +39,12 @@ std::vector<Case> cases() {
       {"same_upper s2", {1, 4, 10, 11}, {6, 4, 3, 3}, {2, 2}, {}, {}, 1, "SAME_UPPER"},
       {"3x3 64ch", {1, 64, 14, 14}, {64, 64, 3, 3}, {}, {1, 1, 1, 1}, {}},
       {"5x3 kernel s(1,2)", {1, 7, 12, 30}, {40, 7, 5, 3}, {1, 2}, {2, 1, 2, 1}, {}},
+      // GEMM-tiling edges for the packed-sgemm convs: K over one kc=256 block, Mg not a multiple
+      // of any row tile, P not a multiple of 32, grouped 1x1.
+      {"1x1 K300 M37", {1, 300, 7, 9}, {37, 300, 1, 1}, {}, {}, {}},
+      {"1x1 s2 M100 batch2", {2, 40, 15, 17}, {100, 40, 1, 1}, {2, 2}, {}, {}},
+      {"3x3 K288 M20", {1, 32, 9, 11}, {20, 32, 3, 3}, {}, {1, 1, 1, 1}, {}},
+      {"1x1 group2", {1, 24, 6, 7}, {30, 12, 1, 1}, {}, {}, {}, 2},
   };
 }
 
@@ -75,7 +81,8 @@ std::vector<const Tactic*> conv_family(ir::OpKind op) {
 }
 
 TEST(ConvTactics, TableListsEveryTacticForBothOps) {
-  const char* names[] = {"im2col_gemm",      "conv1x1_gemm",   "direct_avx512", "direct_avx2", "winograd_f2x3",
+  const char* names[] = {"im2col_gemm",      "conv1x1_gemm",   "im2col_openblas", "conv1x1_openblas",
+                         "im2col_gemm_inb",  "conv1x1_gemm_inb", "direct_avx512", "direct_avx2", "winograd_f2x3",
                          "winograd_f4x3",    "depthwise_avx512", "depthwise_avx2", "onednn",    "onednn_nchw"};
   for (const char* name : names) {
     EXPECT_NE(find_tactic(ir::OpKind::Conv, name), nullptr) << name;
@@ -144,10 +151,11 @@ TEST(ConvTactics, ThreadCountDoesNotChangeResults) {
       if (r1.status.kind() == ErrorKind::not_applicable) continue;
       auto r3 = check_tactic(*t, n, ins, {false, true, true, false}, 3);
       ASSERT_TRUE(r1.status.is_ok() && r3.status.is_ok()) << t->name;
-      // oneDNN and multi-threaded OpenBLAS sgemm (im2col_gemm, conv1x1_gemm) may block the
-      // reduction differently for another thread count: close, not bitwise.
+      // oneDNN and multi-threaded OpenBLAS sgemm (im2col_openblas, conv1x1_openblas) may block
+      // the reduction differently for another thread count: close, not bitwise. Our sgemm
+      // (im2col_gemm, conv1x1_gemm) is bitwise deterministic.
       const std::string name = t->name;
-      if (name.rfind("onednn", 0) == 0 || name == "im2col_gemm" || name == "conv1x1_gemm") {
+      if (name.rfind("onednn", 0) == 0 || name == "im2col_openblas" || name == "conv1x1_openblas") {
         EXPECT_LE(r3.max_abs_diff, 1e-4 * std::sqrt(double(c.w[1] * c.w[2] * c.w[3])));
         continue;
       }
@@ -165,9 +173,11 @@ TEST(ConvTactics, ConstraintsSayNotApplicable) {
     auto r = check_tactic(*find_tactic(ir::OpKind::Conv, name), conv_node(c, false, {}), ins, {false, false, false});
     EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << name;
   }
-  auto r = check_tactic(*find_tactic(ir::OpKind::Conv, "im2col_gemm"), conv_node(c, false, {}), ins, {false, false, false});
-  EXPECT_TRUE(r.status.is_ok()) << r.status.to_string();  // im2col reads weights at run time
-  for (const char* name : {"depthwise_avx512", "conv1x1_gemm"}) {
+  for (const char* name : {"im2col_gemm", "im2col_gemm_inb", "im2col_openblas"}) {  // im2col reads weights at run time
+    auto r = check_tactic(*find_tactic(ir::OpKind::Conv, name), conv_node(c, false, {}), ins, {false, false, false});
+    EXPECT_TRUE(r.status.is_ok()) << name << ": " << r.status.to_string();
+  }
+  for (const char* name : {"depthwise_avx512", "conv1x1_gemm", "conv1x1_gemm_inb", "conv1x1_openblas"}) {
     auto d = check_tactic(*find_tactic(ir::OpKind::Conv, name), conv_node(c, false, {}), ins, {false, true, false});
     EXPECT_EQ(d.status.kind(), ErrorKind::not_applicable) << name;
   }

@@ -73,6 +73,10 @@ double epilogue_ns(const ConvGeom& g);
   Result<std::unique_ptr<Kernel>> name##_prepare(const StepDesc& step);
 TAC_CONV_TACTIC(im2col_gemm)
 TAC_CONV_TACTIC(conv1x1_gemm)
+TAC_CONV_TACTIC(im2col_gemm_inb)
+TAC_CONV_TACTIC(conv1x1_gemm_inb)
+TAC_CONV_TACTIC(im2col_openblas)
+TAC_CONV_TACTIC(conv1x1_openblas)
 TAC_CONV_TACTIC(direct_avx512)
 TAC_CONV_TACTIC(direct_avx2)
 TAC_CONV_TACTIC(winograd_f2x3)

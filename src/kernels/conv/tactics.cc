@@ -1,5 +1,8 @@
 // Tactic table of the conv family (see src/kernels/tactic.h). Conv and FusedConv share every
 // implementation (a plain Conv is a FusedConv with an empty epilogue), so each row appears twice.
+#include <cmath>
+#include <cstring>
+
 #include "kernels/conv/conv_common.h"
 
 namespace tac::kernels {
@@ -8,15 +11,116 @@ namespace {
 
 using namespace conv;
 
-#define TAC_CONV_ROWS(name, help)                                                               \
-  Tactic{#name, ir::OpKind::Conv, help, name##_applies, name##_cost, name##_prepare},           \
-      Tactic {                                                                                  \
-    #name, ir::OpKind::FusedConv, help, name##_applies, name##_cost, name##_prepare             \
+// Calibration of the per-tactic cost formulas against isolated whole-layer timings (the
+// `builder.selection=isolated` numbers of `tactician build --verbose`), 1 thread, on the conv
+// layers of resnet18, mobilenet_v2, squeezenet1.1 and super-resolution (102 layers, AVX-512
+// Zen-class core). Each factor is the median of measured / formula over the layers of one shape
+// regime, so that the formulas of different tactics are on one scale and the default ranking
+// follows the measured one. Regimes are read from the geometry only:
+//   dw   depthwise (G == C == M);  1x1  1x1 pad 0;  w3x3  3x3 stride 1 dilation 1 group 1;
+//   kxk  everything else (strided / first-layer / grouped kernels).
+double calibration(const char* t, const ConvGeom& g) {
+  auto is = [&](const char* n) { return std::strcmp(t, n) == 0; };
+  const bool dw = g.G > 1 && g.G == g.C && g.G == g.M;
+  const bool one = g.KH == 1 && g.KW == 1 && g.PT == 0 && g.PL == 0 && g.PB == 0 && g.PR == 0;
+  const bool w3 = !dw && g.G == 1 && g.KH == 3 && g.KW == 3 && g.SH == 1 && g.SW == 1 && g.DH == 1 && g.DW == 1;
+  const double ow = static_cast<double>(g.OW);
+  // oneDNN forced to nchw is fast with no activation post-op and 4-10x slower with one (relu or
+  // clip): resnet18 downsample 81-96 us vs 3x3+relu 2-4x onednn; squeezenet fire squeeze 1x1+relu
+  // 68-288 us vs ours 31-78; mobilenet_v2 1x1+clip expansions 4670 us vs ours 454.
+  const bool nchw_act = g.ep.act != ir::Epilogue::Act::none;
+  if (is("onednn_nchw") && nchw_act) return dw ? 2.0 : one ? 2.0 : 1.6;
+  if (dw) {
+    // oneDNN's depthwise (blocked nChw16c, reorders included): 0.21-0.32 of the formula at every
+    // stride and size (mobilenet_v2 features.1-17).
+    if (is("onednn")) return 0.27;
+    // Ours: per-row overhead grows as rows shrink (measured/formula 0.27 at OW=56, 0.39 at 28,
+    // 0.5 at 14, 0.55 at 7, stride 1), and stride 2 reads every other column: about 2x
+    // (0.58 at OW=56, 0.66 at 28, 0.78 at 14, 1.05 at 7).
+    // depthwise_avx2 against depthwise_avx512 (same formula, other efficiency): 1.4x slower at
+    // stride 1 (features.1/3), faster at stride 2 (features.2: 829 vs 1040 us).
+    if (is("depthwise_avx512") || is("depthwise_avx2")) {
+      const double f = 0.22 + 2.8 / ow;
+      const double avx2 = is("depthwise_avx2") ? (g.SW > 1 ? 0.85 : 1.35) : 1.0;
+      return (g.SW > 1 ? 2.0 : 1.0) * f * avx2;
+    }
+    if (is("onednn_nchw")) return g.ep.act == ir::Epilogue::Act::none ? 0.52 : 2.0;
+    if (is("im2col_gemm_inb") || is("im2col_openblas")) return 0.68;
+    return 0.5;
+  }
+  if (one) {
+    // oneDNN plain nchw 1x1: fast for projections (many input, few output channels: 0.16-0.4 of
+    // the formula, mobilenet_v2 conv.2 / squeezenet squeeze layers with C >= 128), very slow for
+    // expansions and short reductions (1.3-4x: mobilenet_v2 conv.0, squeezenet expand1x1).
+    if (is("onednn_nchw")) return 0.25;  // no activation: 0.16-0.4 of the formula
+    if (is("onednn")) return 0.40;
+    if (is("conv1x1_gemm_inb")) return 0.60;
+    if (is("im2col_gemm_inb")) return 0.55;
+    if (is("conv1x1_openblas")) return 0.53;
+    return 0.49;  // conv1x1_gemm, im2col_gemm, im2col_openblas, direct (0.47-0.50)
+  }
+  if (w3) {
+    // Winograd: the formula is ~2x high on large planes (0.46-0.53 of it on resnet18 layer1 56x56
+    // and super-resolution 224x224) and far too high on small ones, where the transforms are
+    // cheap next to the formula's per-tile term: F(4x4) 0.21 at 28x28, 0.10 at 14x14, 0.085 at
+    // 7x7; F(2x2) 0.5 at 28x28, 0.17 at 14x14, 0.11 at 7x7.
+    const double ohw = static_cast<double>(g.ohw());
+    if (is("winograd_f4x3")) return 0.5 * std::pow(std::min(1.0, ohw / 3000.0), 0.6);
+    if (is("winograd_f2x3")) return 0.45 * std::pow(std::min(1.0, ohw / 1000.0), 0.6);
+    if (is("onednn")) return 0.53;
+    if (is("onednn_nchw")) return 0.78;
+    if (is("im2col_gemm_inb")) return 0.70;
+    if (is("im2col_gemm") || is("im2col_openblas")) return 0.60;
+    if (is("direct_avx2")) return 0.42;
+    if (is("direct_avx512")) return 0.45;
+    return 0.5;
+  }
+  if (is("onednn")) return 0.38;
+  if (is("onednn_nchw")) return 0.69;
+  if (is("im2col_gemm_inb")) return 0.74;
+  if (is("im2col_gemm") || is("im2col_openblas")) return 0.60;
+  if (is("direct_avx2")) return 0.42;
+  if (is("direct_avx512")) return 0.465;
+  return 0.5;
+}
+
+template <const char* const* Name, double (*Cost)(const StepDesc&)>
+double calibrated_cost(const StepDesc& s) {
+  const double c = Cost(s);
+  auto g = conv_geom(s);
+  return g ? c * calibration(*Name, *g) : c;
+}
+
+#define TAC_CONV_NAME(name) constexpr const char* name##_name = #name;
+TAC_CONV_NAME(im2col_gemm)
+TAC_CONV_NAME(conv1x1_gemm)
+TAC_CONV_NAME(im2col_gemm_inb)
+TAC_CONV_NAME(conv1x1_gemm_inb)
+TAC_CONV_NAME(im2col_openblas)
+TAC_CONV_NAME(conv1x1_openblas)
+TAC_CONV_NAME(direct_avx512)
+TAC_CONV_NAME(direct_avx2)
+TAC_CONV_NAME(winograd_f2x3)
+TAC_CONV_NAME(winograd_f4x3)
+TAC_CONV_NAME(depthwise_avx512)
+TAC_CONV_NAME(depthwise_avx2)
+TAC_CONV_NAME(onednn)
+TAC_CONV_NAME(onednn_nchw)
+#undef TAC_CONV_NAME
+
+#define TAC_CONV_ROWS(name, help)                                                                               \
+  Tactic{#name, ir::OpKind::Conv, help, name##_applies, calibrated_cost<&name##_name, name##_cost>, name##_prepare}, \
+      Tactic {                                                                                                  \
+    #name, ir::OpKind::FusedConv, help, name##_applies, calibrated_cost<&name##_name, name##_cost>, name##_prepare \
   }
 
 const Tactic kConvTactics[] = {
-    TAC_CONV_ROWS(im2col_gemm, "im2col into the workspace + OpenBLAS sgemm per image and group; any 2-D conv"),
-    TAC_CONV_ROWS(conv1x1_gemm, "1x1 pad-0 conv as sgemm on the NCHW planes (strided: subsample first)"),
+    TAC_CONV_ROWS(im2col_gemm, "im2col into the workspace + our packed sgemm (weights prepacked, fused epilogue); any 2-D conv"),
+    TAC_CONV_ROWS(conv1x1_gemm, "1x1 pad-0 conv as our packed sgemm on the NCHW planes (strided: subsample first)"),
+    TAC_CONV_ROWS(im2col_gemm_inb, "im2col_gemm with the column buffer read in place by the microkernel (no B packing copy)"),
+    TAC_CONV_ROWS(conv1x1_gemm_inb, "conv1x1_gemm with the input planes read in place by the microkernel (no B packing copy)"),
+    TAC_CONV_ROWS(im2col_openblas, "im2col into the workspace + OpenBLAS sgemm per image and group; any 2-D conv"),
+    TAC_CONV_ROWS(conv1x1_openblas, "1x1 pad-0 conv as OpenBLAS sgemm on the NCHW planes (strided: subsample first)"),
     TAC_CONV_ROWS(direct_avx512, "direct conv on a padded input, 32 out-channels x 12 pixels AVX-512 tile; const weights"),
     TAC_CONV_ROWS(direct_avx2, "direct conv on a padded input, 16 out-channels x 6 pixels AVX2 tile; const weights"),
     TAC_CONV_ROWS(winograd_f2x3, "Winograd F(2x2,3x3): 3x3 stride 1 dilation 1 group 1, 16 sgemms; const weights"),

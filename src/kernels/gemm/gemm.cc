@@ -67,9 +67,11 @@ void apply_epilogue_rows(detail::RowEpilogue row, int64_t i0, int64_t rows, int6
   }
 }
 
-// Per-thread scratch: the packed A block (mc x kc) and one mr x nr edge tile.
+// Per-thread scratch: the packed A block (mc x kc), one mr x nr edge tile, and (B read in place)
+// the kc x nr copy of a partial last column panel.
 size_t thread_scratch_floats(const Blocking& blk) {
-  return round_up_floats(static_cast<size_t>(blk.mc) * blk.kc) + round_up_floats(static_cast<size_t>(blk.mr) * blk.nr);
+  return round_up_floats(static_cast<size_t>(blk.mc) * blk.kc) + round_up_floats(static_cast<size_t>(blk.mr) * blk.nr) +
+         (blk.pack_b ? 0 : round_up_floats(static_cast<size_t>(blk.kc) * blk.nr));
 }
 
 // Packs rows [i0, i0+m) x k [p0, p0+kc) of an unpacked A into mr-row panels (stride mr per k).
@@ -98,11 +100,13 @@ void pack_a_block(const Blocking& blk, const Operand& a, int64_t i0, int64_t m, 
 }
 
 // One task: C rows [i0, i0+m) x columns [j0, j0+n), all of K.
+// `bp` is the packed B, or (b_rs > 0) B's rows read in place, row k at bp + k * b_rs.
 void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t K, const Operand& a,
-               const float* bp, float* c, int64_t ldc, const Epilogue& ep, bool identity, float* scratch) {
+               const float* bp, int64_t b_rs, float* c, int64_t ldc, const Epilogue& ep, bool identity, float* scratch) {
   const int mr = blk.mr, nr = blk.nr;
   float* abuf = scratch;
   float* tile = scratch + round_up_floats(static_cast<size_t>(blk.mc) * blk.kc);
+  float* bedge = tile + round_up_floats(static_cast<size_t>(blk.mr) * blk.nr);
   const detail::RowEpilogue row = row_epilogue(blk.isa);
   using Act = ir::Epilogue::Act;
   const bool deferred_act = ep.act.act == Act::gelu || ep.act.act == Act::sigmoid || ep.act.act == Act::tanh;
@@ -121,6 +125,19 @@ void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n
     for (int64_t jr = 0; jr < n; jr += nr) {
       const int64_t cols = std::min<int64_t>(nr, n - jr);
       const float* b = bp + (j0 + jr) / nr * nr * K + p0 * nr;
+      int64_t bs = nr;
+      if (b_rs > 0) {  // in place: full panels read B's rows; a partial one is copied, zero-filled
+        const float* src = bp + p0 * b_rs + j0 + jr;
+        if (cols == nr) {
+          b = src, bs = b_rs;
+        } else {
+          for (int64_t k = 0; k < kc; ++k) {
+            std::memcpy(bedge + k * nr, src + k * b_rs, static_cast<size_t>(cols) * sizeof(float));
+            std::fill(bedge + k * nr + cols, bedge + (k + 1) * nr, 0.0f);
+          }
+          b = bedge;
+        }
+      }
       for (int64_t ir = 0; ir < m; ir += mr) {
         const int64_t rows = std::min<int64_t>(mr, m - ir);
         const float* ap = a.packed ? a.data + (i0 + ir) / mr * mr * K + p0 * mr
@@ -130,9 +147,9 @@ void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n
         const detail::MicroKernel uk = rows == mr ? full : micro_kernel(blk, static_cast<int>(rows), !in_place);
         float* cp = c + (i0 + ir) * ldc + j0 + jr;
         if (cols == nr) {
-          uk(kc, ap, a.rs, a_step, b, cp, ldc, !first);
+          uk(kc, ap, a.rs, a_step, b, bs, cp, ldc, !first);
         } else {  // N edge: compute the full-width tile aside, copy the valid columns
-          uk(kc, ap, a.rs, a_step, b, tile, nr, false);
+          uk(kc, ap, a.rs, a_step, b, bs, tile, nr, false);
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t q = 0; q < cols; ++q) cp[r * ldc + q] = first ? tile[r * nr + q] : cp[r * ldc + q] + tile[r * nr + q];
         }
@@ -190,7 +207,7 @@ void pack_b(const Blocking& blk, int64_t K, int64_t N, const float* b, int64_t r
 
 size_t sgemm_workspace_bytes(const Blocking& blk, int64_t /*M*/, int64_t N, int64_t K, bool b_packed, int threads) {
   size_t floats = static_cast<size_t>(std::max(threads, 1)) * thread_scratch_floats(blk);
-  if (!b_packed) floats += packed_b_floats(blk, K, N);
+  if (!b_packed && blk.pack_b) floats += packed_b_floats(blk, K, N);
   return floats * sizeof(float);
 }
 
@@ -199,7 +216,8 @@ void sgemm(const Blocking& blk, int64_t M, int64_t N, int64_t K, const Operand& 
   threads = std::max(threads, 1);
   float* ws = static_cast<float*>(workspace);
   const float* bp = b.data;
-  if (!b.packed) {
+  const int64_t b_rs = !b.packed && !blk.pack_b ? std::max<int64_t>(b.rs, 1) : 0;  // B read in place
+  if (!b.packed && blk.pack_b) {
     float* dst = ws;
     ws += packed_b_floats(blk, K, N);
     const int64_t panels = ceil_div(N, blk.nr);
@@ -233,7 +251,7 @@ void sgemm(const Blocking& blk, int64_t M, int64_t N, int64_t K, const Operand& 
   const size_t per_thread = thread_scratch_floats(blk);
   auto task = [&](int64_t t, float* scratch) {
     const int64_t i0 = (t % tm) * mc, j0 = (t / tm) * nc;
-    run_block(blk, i0, std::min(mc, M - i0), j0, std::min(nc, N - j0), K, a, bp, c, ldc, ep, identity, scratch);
+    run_block(blk, i0, std::min(mc, M - i0), j0, std::min(nc, N - j0), K, a, bp, b_rs, c, ldc, ep, identity, scratch);
   };
   if (threads == 1 || ntasks == 1) {
     for (int64_t t = 0; t < ntasks; ++t) task(t, ws);

@@ -26,11 +26,16 @@ enum class Isa { avx2, avx512 };
 //   pack_a: copy each mc x kc block of an unpacked A into mr-row panels first (contiguous
 //   broadcasts; pays a copy), or let the microkernel read A's rows in place (no copy; mr
 //   streams). An A that is packed already (Operand::packed) is read as is either way.
+//   pack_b: copy an unpacked B into nr-column panels first (the default), or let the microkernel
+//   read B's rows in place (pack_b = false: needs an unpacked B with cs == 1; only the last,
+//   partial column panel is copied). In place saves a K x N copy, which dominates when M is small
+//   (e.g. a 1x1 convolution with few output channels reading its NCHW input as B).
 struct Blocking {
   Isa isa = Isa::avx512;
   int mr = 6, nr = 32;
   int kc = 256, mc = 120, nc = 1024;
   bool pack_a = true;
+  bool pack_b = true;
 };
 // Whether `b` names a microkernel compiled into the library.
 bool blocking_supported(const Blocking& b);
@@ -97,10 +102,10 @@ void apply_epilogue(int64_t rows, int64_t N, float* c, int64_t ldc, int64_t row0
 // Internals shared by the ISA files (gemm_avx512.cc, gemm_avx2.cc).
 namespace detail {
 // c[m x nr tile] (=|+=) a_panel * b_panel over kc; row i of A at a[i] (packed) or a[i * a_rs]
-// (unpacked kernels), a advances by a_stride floats per k, b by nr. Writes all nr columns
+// (unpacked kernels), a advances by a_stride floats per k, b by b_stride (nr when packed). Writes all nr columns
 // (callers route N edges through a scratch tile).
-using MicroKernel = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_stride, const float* b, float* c,
-                             int64_t ldc, bool accumulate);
+using MicroKernel = void (*)(int64_t kc, const float* a, int64_t a_rs, int64_t a_stride, const float* b,
+                             int64_t b_stride, float* c, int64_t ldc, bool accumulate);
 // c[j] = act(alpha * c[j] + bias[j] + row_bias + res_scale * res[j * res_cs]) for j < n;
 // bias may be null, res may be null.
 using RowEpilogue = void (*)(float* c, int64_t n, float alpha, const float* bias, float row_bias, const float* res,

@@ -15,8 +15,8 @@ namespace {
 // M rows x NV vectors of 8 floats: M*NV + NV + 1 <= 16 ymm registers.
 // kPackedA: A is a packed panel (row i of step k at a[i]); otherwise row i is at a[i * a_rs].
 template <int M, int NV, bool kPackedA>
-void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const float* __restrict b, float* c,
-         int64_t ldc, bool accumulate) {
+void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const float* __restrict b, int64_t bs,
+         float* c, int64_t ldc, bool accumulate) {
   __m256 acc[M][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
@@ -33,7 +33,7 @@ void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const 
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(av, bv[v], acc[i][v]);
     }
     a += as;
-    b += 8 * NV;
+    b += bs;
   }
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)

@@ -21,8 +21,8 @@ namespace {
 // M rows x NV vectors of 16 floats. Accumulators stay in zmm registers: M*NV + NV + 1 <= 32.
 // kPackedA: A is a packed panel (row i of step k at a[i]); otherwise row i is at a[i * a_rs].
 template <int M, int NV, bool kPackedA>
-void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const float* __restrict b, float* c,
-         int64_t ldc, bool accumulate) {
+void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const float* __restrict b, int64_t bs,
+         float* c, int64_t ldc, bool accumulate) {
   __m512 acc[M][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
@@ -32,7 +32,7 @@ void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const 
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + v * 16);
-    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * NV * 8), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + bs * 8), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m512 av = _mm512_set1_ps(kPackedA ? a[i] : a[i * a_rs]);
@@ -40,7 +40,7 @@ void ukr(int64_t kc, const float* __restrict a, int64_t a_rs, int64_t as, const 
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
     a += as;
-    b += 16 * NV;
+    b += bs;
   }
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
