@@ -1,7 +1,9 @@
 // Routes: text form parsing, validation against the knob space, and the knob space itself.
+#include <filesystem>
 #include <set>
 
 #include "builder_test_util.h"
+#include "io/onnx_import.h"
 
 namespace tac {
 namespace {
@@ -208,6 +210,41 @@ TEST(BuilderKnobSpace, JsonListsEveryKnob) {
   EXPECT_EQ(j.front(), '[');
   EXPECT_EQ(j.back(), ']');
   for (const builder::Knob& k : space.knobs()) EXPECT_TRUE(contains(j, "\"name\": \"" + k.name + "\"")) << k.name;
+}
+
+}  // namespace
+}  // namespace tac
+
+namespace tac {
+namespace {
+
+// builder.prune=K keeps only the top-K ranked tactics: the plan takes the top-ranked one and a
+// pin outside the top K is refused naming the knob (the classic pruning, reproduced on demand).
+TEST(BuilderPrune, PinOutsideTheTopKIsRefused) {
+  const std::string path = std::string(TAC_MODELS_DIR) + "/mnist-cntk/model.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no model zoo";
+  auto model = io::load_model(path);
+  ASSERT_TRUE(model.is_ok());
+  auto plain = builder::build_plan(*model, *builder::Route::parse("threads=1"), {});
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  const builder::TacticRanking* conv = nullptr;
+  for (const auto& r : plain->report.rankings)
+    if (r.op == "FusedConv" || r.op == "Conv") conv = &r;
+  ASSERT_NE(conv, nullptr);
+  ASSERT_GE(conv->candidates.size(), 2u) << "a conv with a single tactic cannot show pruning";
+  const std::string top = conv->candidates[0].first, second = conv->candidates[1].first;
+  auto pruned = builder::build_plan(*model, *builder::Route::parse("threads=1 builder.prune=1"), {});
+  ASSERT_TRUE(pruned.is_ok()) << pruned.status().to_string();
+  for (const auto& r : pruned->report.rankings) EXPECT_EQ(r.candidates.size(), 1u) << r.node;
+  auto pinned_ok = builder::build_plan(
+      *model, *builder::Route::parse("threads=1 builder.prune=2 tactic." + conv->node + "=" + second), {});
+  EXPECT_TRUE(pinned_ok.is_ok()) << pinned_ok.status().to_string();
+  auto refused = builder::build_plan(
+      *model, *builder::Route::parse("threads=1 builder.prune=1 tactic." + conv->node + "=" + second), {});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().kind(), ErrorKind::invalid_argument);
+  EXPECT_NE(refused.status().message().find("tactic." + conv->node), std::string::npos) << refused.status().message();
+  (void)top;
 }
 
 }  // namespace

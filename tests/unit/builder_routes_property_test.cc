@@ -77,7 +77,10 @@ builder::Route random_route(const builder::KnobSpace& space, const ModelCase& mc
     if (u(rng) < p_global) r.values[k.name] = pick(k.values);
   }
   // Tactic pins: a random number of random nodes, each pinned to a random value (may be "auto").
-  if (!tactic_knobs.empty()) {
+  // Pins and builder.prune are not combined: a pin outside the top-K is refused by design (that
+  // is what pruning means; BuilderPrune.PinOutsideTheTopKIsRefused covers it), and with a dozen
+  // tactics per conv most random pin sets would be.
+  if (!tactic_knobs.empty() && !(r.values.count("builder.prune") && r.values["builder.prune"] != "0")) {
     const size_t n_pins = std::uniform_int_distribution<size_t>(0, std::min<size_t>(tactic_knobs.size(), 12))(rng);
     std::shuffle(tactic_knobs.begin(), tactic_knobs.end(), rng);
     for (size_t i = 0; i < n_pins; ++i) r.values[tactic_knobs[i]->name] = pick(tactic_knobs[i]->values);
