@@ -1,0 +1,48 @@
+// The accuracy gate (DESIGN.md section 2 "tolerance"): metrics of an engine's outputs against the
+// reference outputs, and tolerances over them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tactician/status.h"
+#include "tactician/tensor.h"
+
+namespace tac::tuner {
+
+// Per-output metrics, computed in double.
+struct Metrics {
+  double linf = 0;  // max |got - ref|
+  double l1 = 0;    // mean |got - ref| / mean |ref|  (relative; 0 when both are 0)
+  double l2 = 0;    // ||got - ref||_2 / ||ref||_2     (relative; 0 when both are 0)
+  double cos = 1;   // cosine similarity of got and ref (1 when both are 0)
+  double l0 = 0;    // fraction of elements with |got - ref| > atol + rtol * |ref|
+  bool finite = true;  // false when got has a NaN or Inf where ref is finite (never passes)
+};
+
+// One bound: metric, comparison, value, e.g. "cos>=0.9999", "linf<=1e-3", "l0<=0.001".
+struct Bound {
+  std::string metric;  // linf | l1 | l2 | cos | l0
+  bool at_least = false;  // true for >= (cos), false for <=
+  double value = 0;
+};
+
+struct Tolerance {
+  std::vector<Bound> bounds;
+  double atol = 1e-4, rtol = 1e-3;  // used by l0; set with "atol=..,rtol=.." in the string
+  // The default: l2 <= 1e-5 and cos >= 0.99999 (fp32 routes), atol 1e-4, rtol 1e-3.
+  static Tolerance default_fp32();
+  // "cos>=0.9999,linf<=1e-3,l0<=0.01,atol=1e-4,rtol=1e-3"; errors name the bad term.
+  static Result<Tolerance> parse(const std::string& text);
+  std::string to_string() const;
+};
+
+// Metrics of `got` against `ref` (same dtype and shape, else an error naming the difference).
+Result<Metrics> compute_metrics(const Tensor& got, const Tensor& ref, double atol, double rtol);
+// Empty when every bound holds for every output (and all are finite); else the first violation,
+// e.g. "output 0: cos 0.9991 < 0.9999".
+std::string check_tolerance(const Tolerance& tol, const std::vector<Metrics>& per_output);
+// {"linf": .., "l1": .., "l2": .., "cos": .., "l0": .., "finite": ..} per output, as a JSON list.
+std::string metrics_json(const std::vector<Metrics>& per_output);
+
+}  // namespace tac::tuner

@@ -1,0 +1,36 @@
+// The search space the tuner's strategies see (DESIGN.md section 3, "Structure of the search
+// space"): a list of dimensions, each a knob (or a group of per-node knobs sharing one
+// signature) with a finite list of values. A point assigns one value index per dimension; the
+// default point (every dimension at its default) is the default route.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "builder/knobs.h"
+
+namespace tac::tuner {
+
+struct Dimension {
+  std::string name;                  // the knob name, or "group:<signature>" for a node group
+  std::vector<std::string> values;   // candidate values (the knob's domain, or the values
+                                     // common to every knob of the group)
+  int default_index = 0;             // index of the default value in `values`
+  std::vector<std::string> knobs;    // the route knobs this dimension sets (one, or the group)
+};
+
+struct SearchSpace {
+  std::vector<Dimension> dims;
+  // Number of points (product of the value counts), saturating at UINT64_MAX.
+  uint64_t size() const;
+};
+
+using Point = std::vector<int>;  // one value index per dimension
+
+// Route of a point: only the dimensions off their default appear (the default point gives the
+// empty route).
+builder::Route route_of(const SearchSpace& space, const Point& p);
+Point default_point(const SearchSpace& space);
+
+}  // namespace tac::tuner
