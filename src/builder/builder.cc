@@ -334,6 +334,37 @@ bool in_place_op(const ir::Node& n) {
   }
 }
 
+// "FusedConv(float[1,64,56,56],float[64,64,3,3],...){pads=1,1,1,1;...}": op, input types and the
+// scalar and list attributes, i.e. everything a tactic's choice can depend on.
+std::string node_signature(const ir::Graph& g, const ir::Node& n) {
+  std::string s = n.op_type + "(";
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (i) s += ",";
+    if (n.inputs[i] == ir::kNoValue) continue;
+    const ir::Value& v = g.values[static_cast<size_t>(n.inputs[i])];
+    s += v.type.to_string();
+    if (v.initializer) s += "c";
+  }
+  s += "){";
+  for (const auto& [k, a] : n.attrs) {
+    s += k + "=";
+    switch (a.type) {
+      case ir::Attribute::Type::i: s += std::to_string(a.i); break;
+      case ir::Attribute::Type::f: s += std::to_string(a.f); break;
+      case ir::Attribute::Type::s: s += a.s; break;
+      case ir::Attribute::Type::ints:
+        for (int64_t v : a.ints) s += std::to_string(v) + ",";
+        break;
+      case ir::Attribute::Type::floats:
+        for (float v : a.floats) s += std::to_string(v) + ",";
+        break;
+      default: s += "?"; break;
+    }
+    s += ";";
+  }
+  return s + "}";
+}
+
 }  // namespace
 
 kernels::StepDesc step_desc_of(const Plan& plan, size_t i) {
@@ -378,7 +409,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   // Per-node tactic knobs over the graph with the default passes and with every fusion off, so
   // that a route turning a fusion off can still pin tactics of the nodes it keeps.
   std::map<std::string, std::vector<std::string>> values;
-  std::map<std::string, std::string> ops;
+  std::map<std::string, std::string> ops, groups;
   std::vector<std::string> order;
   for (int variant = 0; variant < 2; ++variant) {
     Route r;
@@ -398,13 +429,15 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       auto [it, fresh] = values.emplace(n.name, std::vector<std::string>{"auto"});
       if (fresh) order.push_back(n.name);
       ops[n.name] = n.op_type;
+      if (variant == 0) groups[n.name] = node_signature(g->graph, n);
       for (const auto& [t, cost] : r2.candidates)
         if (std::find(it->second.begin(), it->second.end(), t->name) == it->second.end()) it->second.push_back(t->name);
     }
   }
   for (const std::string& name : order)
     space.add({"tactic." + name, values[name], "auto",
-               ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node});
+               ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node,
+               groups.count(name) ? groups[name] : ops[name] + "#" + name});
   return space;
 }
 

@@ -47,7 +47,7 @@ std::string KnobSpace::to_json() const {
     j += "{\"name\": " + json_str(k.name) + ", \"values\": [";
     for (size_t v = 0; v < k.values.size(); ++v) j += (v ? ", " : "") + json_str(k.values[v]);
     j += "], \"default\": " + json_str(k.default_value) + ", \"help\": " + json_str(k.help) +
-         ", \"scope\": " + json_str(scope_name(k.scope)) + "}";
+         ", \"scope\": " + json_str(scope_name(k.scope)) + (k.group.empty() ? "" : ", \"group\": " + json_str(k.group)) + "}";
   }
   return j + "]";
 }

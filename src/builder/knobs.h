@@ -19,6 +19,9 @@ struct Knob {
   std::string default_value;        // the built-in heuristic
   std::string help;
   KnobScope scope = KnobScope::global;
+  // For node knobs: the node's signature (op, input shapes, attributes). Nodes with equal
+  // signatures are the same problem; the tuner first searches them as one group.
+  std::string group = {};
 };
 
 class KnobSpace {

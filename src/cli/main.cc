@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "tuner/evaluator.h"
 
 namespace tac::cli {
 
@@ -56,7 +57,8 @@ void usage(FILE* f) {
                "  check PATH [--json]         run test directories (model.onnx + test_data_set_*) and\n"
                "                              compare with their expected outputs\n"
                "  bench MODEL.onnx|F.plan     end-to-end latency (median, p10, p90, cv)\n"
-               "  profile MODEL.onnx          per-step times in the engine vs the same tactics timed alone\n\n"
+               "  profile MODEL.onnx          per-step times in the engine vs the same tactics timed alone\n"
+               "  tune MODEL.onnx --budget 10m  search whole engines for the fastest within the tolerance\n\n"
                "`tactician <command> --help` describes a command's options.\n");
 }
 }  // namespace
@@ -74,6 +76,8 @@ int main(int argc, char** argv) {
   if (cmd == "build") return tac::cli::cmd_build(argc, argv);
   if (cmd == "bench") return tac::cli::cmd_bench(argc, argv);
   if (cmd == "profile") return tac::cli::cmd_profile(argc, argv);
+  if (cmd == "tune") return tac::cli::cmd_tune(argc, argv);
+  if (cmd == "evaluate") return tac::tuner::run_evaluate_command(argc, argv);  // internal: the tuner's child
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     usage(stdout);
     return 0;

@@ -1,0 +1,131 @@
+// tactician tune MODEL.onnx --budget 10m [--strategy S] [--tolerance "..."] ... [--json]
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/args.h"
+#include "tuner/tune.h"
+
+namespace tac::cli {
+
+int cmd_tune(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const char* help =
+      "usage: tactician tune MODEL.onnx [--budget 10m] [--max-candidates N] [--max-build-time 5m]\n"
+      "         [--strategy tpe|evolution|coordinate|random|fast|full|mixed] [--seed S]\n"
+      "         [--tolerance \"cos>=0.9999,linf<=1e-3\" | --tolerance-file F] [--inputs DIR] [--threads N]\n"
+      "         [--db tuning.db] [--out DIR] [--knobs \"glob,...\"] [--dim S=N] [--timeout 300s] [--json]\n"
+      "Searches whole engines: every candidate route is built, checked against the reference outputs\n"
+      "and timed end to end in a child process; the fastest that passes the tolerance wins. Re-running\n"
+      "resumes from the database. --out DIR gets best.plan, best.route and summary.json.\n"
+      "  --budget         wall time (90s, 10m, 1h); the tuner stops cleanly and keeps the best so far\n"
+      "  --inputs DIR     input_K.pb (and output_K.pb as the reference; else the reference interpreter)\n"
+      "  --knobs          only knobs matching these globs, e.g. \"tactic.*,pass.fuse_*\"\n";
+  if (!parse_args(argc, argv, 2,
+                  {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
+                   "--tolerance-file", "--inputs", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
+                   "--batch"},
+                  {"--json", "--help", "--quiet"}, args, err) ||
+      args.positional.size() != 1 || args.has("--help")) {
+    if (!err.empty()) std::fprintf(stderr, "tactician tune: %s\n", err.c_str());
+    std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
+    return args.has("--help") ? 0 : 2;
+  }
+  auto fail = [](const Status& st, int code) {
+    std::fprintf(stderr, "tactician tune: %s\n", st.to_string().c_str());
+    return code;
+  };
+  tuner::TuneOptions o;
+  o.model_path = args.positional[0];
+  o.strategy = args.get("--strategy", "tpe");
+  if (args.has("--budget")) {
+    auto b = tuner::parse_duration(args.get("--budget"));
+    if (!b) return fail(b.status(), 2);
+    o.budget_s = *b;
+  }
+  if (args.has("--max-build-time")) {
+    auto b = tuner::parse_duration(args.get("--max-build-time"));
+    if (!b) return fail(b.status(), 2);
+    o.max_build_s = *b;
+  }
+  if (args.has("--timeout")) {
+    auto b = tuner::parse_duration(args.get("--timeout"));
+    if (!b) return fail(b.status(), 2);
+    o.limits.timeout_s = *b;
+  }
+  if (args.has("--max-candidates")) o.max_candidates = std::atoll(args.get("--max-candidates").c_str());
+  if (args.has("--batch")) o.batch = static_cast<size_t>(std::max(1, std::atoi(args.get("--batch").c_str())));
+  o.seed = std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10);
+  long hw = sysconf(_SC_NPROCESSORS_ONLN);
+  o.threads = std::atoi(args.get("--threads", std::to_string(hw > 0 ? hw : 1)).c_str());
+  std::string tol_text = args.get("--tolerance");
+  if (args.has("--tolerance-file")) {
+    std::ifstream in(args.get("--tolerance-file"));
+    if (!in) return fail(io_error(args.get("--tolerance-file") + ": cannot open the tolerance file"), 2);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    tol_text = ss.str();
+    for (char& c : tol_text)
+      if (c == '\n') c = ',';
+  }
+  if (!tol_text.empty()) {
+    auto t = tuner::Tolerance::parse(tol_text);
+    if (!t) return fail(t.status(), 2);
+    o.tolerance = *t;
+  }
+  o.inputs_dir = args.get("--inputs");
+  o.db_path = args.get("--db", "tuning.db");
+  o.out_dir = args.get("--out");
+  if (!o.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.out_dir, ec);
+    std::ofstream probe(o.out_dir + "/.write-test");
+    if (ec || !probe) return fail(io_error(o.out_dir + ": cannot write there"), 2);
+    probe.close();
+    std::filesystem::remove(o.out_dir + "/.write-test", ec);
+  }
+  std::string globs = args.get("--knobs");
+  for (size_t i = 0; i < globs.size();) {
+    size_t j = globs.find(',', i);
+    std::string g = globs.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    if (!g.empty()) o.knob_globs.push_back(g);
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  for (const std::string& kv : args.all("--dim")) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) return fail(invalid_argument("--dim takes SYMBOL=N, got '" + kv + "'"), 2);
+    o.dims[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
+  }
+  const bool quiet = args.has("--quiet");
+  const bool tty = isatty(STDERR_FILENO);
+  auto summary = tuner::tune(o, [&](const std::string& line) {
+    if (quiet) return;
+    if (tty) std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    else std::fprintf(stderr, "%s\n", line.c_str());
+  });
+  if (tty && !quiet) std::fprintf(stderr, "\n");
+  if (!summary) return fail(summary.status(), summary.status().kind() == ErrorKind::invalid_argument ? 2 : 1);
+  const tuner::TuneSummary& s = *summary;
+  std::printf("tuned %s with %s: %d candidates evaluated (%d failed, %d rejected, %d resumed) in %.0f s; stopped: %s\n",
+              o.model_path.c_str(), o.strategy.c_str(), s.candidates, s.failed, s.rejected, s.resumed, s.wall_s,
+              s.stop_reason.c_str());
+  std::printf("search space: %zu dimensions, %llu points\n", s.dimensions, static_cast<unsigned long long>(s.space_size));
+  std::printf("default route  %.3f ms\nbest route     %.3f ms\nspeed-up       %.3fx (over %d interleaved A/B rounds: %.3f to %.3f)\n",
+              s.default_ms, s.best_ms, s.speedup, o.final_rounds, s.speedup_low, s.speedup_high);
+  std::printf("best route: %s\naccuracy of the best: %s\n", s.best_route.c_str(), s.best_metrics_json.c_str());
+  double saved_ms = s.default_ms - s.best_ms;
+  if (saved_ms > 0)
+    std::printf("tuning cost %.0f s of wall time; it pays back after %.0f inferences\n", s.wall_s,
+                s.wall_s * 1e3 / saved_ms);
+  if (!o.out_dir.empty())
+    std::printf("wrote %s/best.plan, best.route, summary.json; database %s\n", o.out_dir.c_str(), o.db_path.c_str());
+  if (args.has("--json")) std::printf("%s\n", s.to_json().c_str());
+  return 0;
+}
+
+}  // namespace tac::cli

@@ -1,0 +1,249 @@
+#include "tuner/evaluator.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "builder/builder.h"
+#include "builder/plan_file.h"
+#include "io/onnx_import.h"
+#include "io/tensor_io.h"
+#include "runtime/engine.h"
+#include "tuner/accuracy.h"
+
+namespace tac::tuner {
+
+namespace {
+
+// The child reports "key value" lines on stdout; values run to the end of the line.
+void report(const char* key, const std::string& value) {
+  std::string v = value;
+  for (char& c : v)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::printf("%s %s\n", key, v.c_str());
+}
+
+int child_fail(const char* status, const std::string& reason) {
+  report("status", status);
+  report("reason", reason);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int run_evaluate_command(int argc, char** argv) {
+  EvalRequest req;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--model") req.model_path = v;
+    else if (k == "--data") req.data_dir = v;
+    else if (k == "--route") req.route = v;
+    else if (k == "--tolerance") req.tolerance = v;
+    else if (k == "--dim") req.dims.push_back(v);
+    else if (k == "--min-seconds") req.min_seconds = std::strtod(v.c_str(), nullptr);
+    else if (k == "--min-runs") req.min_runs = std::atoi(v.c_str());
+    else if (k == "--save-plan") req.save_plan = v;
+    else if (k == "--check") req.check = v == "1";
+    else if (k == "--measure") req.measure = v == "1";
+    else {
+      std::fprintf(stderr, "tactician evaluate: unknown flag %s\n", k.c_str());
+      return 2;
+    }
+  }
+  auto model = io::load_model(req.model_path);
+  if (!model) return child_fail("build_failed", model.status().to_string());
+  auto route = builder::Route::parse(req.route);
+  if (!route) return child_fail("build_failed", route.status().to_string());
+  builder::BuildOptions opts;
+  for (const std::string& d : req.dims) {
+    auto eq = d.find('=');
+    if (eq != std::string::npos) opts.dims[d.substr(0, eq)] = std::strtoll(d.c_str() + eq + 1, nullptr, 10);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto plan = builder::build_plan(*model, *route, opts);
+  if (!plan) return child_fail("build_failed", plan.status().to_string());
+  auto engine = runtime::Engine::create(std::move(plan).value());
+  if (!engine) return child_fail("build_failed", engine.status().to_string());
+  report("build_ms", std::to_string(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+  if (!req.save_plan.empty()) {
+    Status st = builder::save_plan((*engine)->plan(), req.save_plan);
+    if (!st) return child_fail("build_failed", st.to_string());
+  }
+  std::vector<Tensor> inputs, expected;
+  for (size_t k = 0;; ++k) {
+    std::string p = req.data_dir + "/input_" + std::to_string(k) + ".pb";
+    if (!std::filesystem::exists(p)) break;
+    auto t = io::load_tensor_pb(p);
+    if (!t) return child_fail("run_failed", t.status().to_string());
+    inputs.push_back(std::move(t).value());
+  }
+  for (size_t k = 0;; ++k) {
+    std::string p = req.data_dir + "/expected_" + std::to_string(k) + ".pb";
+    if (!std::filesystem::exists(p)) break;
+    auto t = io::load_tensor_pb(p);
+    if (!t) return child_fail("run_failed", t.status().to_string());
+    expected.push_back(std::move(t).value());
+  }
+  auto outs = (*engine)->run(inputs);
+  if (!outs) return child_fail("run_failed", outs.status().to_string());
+  if (req.check) {
+    auto tol = Tolerance::parse(req.tolerance);
+    if (!tol) return child_fail("run_failed", tol.status().to_string());
+    if (outs->size() < expected.size()) return child_fail("run_failed", "fewer outputs than the reference");
+    std::vector<Metrics> metrics;
+    for (size_t k = 0; k < expected.size(); ++k) {
+      auto m = compute_metrics((*outs)[k], expected[k], tol->atol, tol->rtol);
+      if (!m) return child_fail("rejected", m.status().to_string());
+      metrics.push_back(*m);
+    }
+    report("metrics", metrics_json(metrics));
+    std::string violation = check_tolerance(*tol, metrics);
+    if (!violation.empty()) return child_fail("rejected", violation);
+  }
+  if (req.measure) {
+    // Warm-up, then runs until both the minimum count and time are reached.
+    for (int i = 0; i < 2; ++i) (void)(*engine)->run(inputs);
+    std::vector<double> ms;
+    auto start = std::chrono::steady_clock::now();
+    while (true) {
+      auto a = std::chrono::steady_clock::now();
+      auto r = (*engine)->run(inputs);
+      auto b = std::chrono::steady_clock::now();
+      if (!r) return child_fail("run_failed", r.status().to_string());
+      ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+      if (static_cast<int>(ms.size()) >= req.min_runs &&
+          std::chrono::duration<double>(b - start).count() >= req.min_seconds)
+        break;
+    }
+    std::vector<double> s = ms;
+    std::sort(s.begin(), s.end());
+    auto pct = [&](double q) { return s[static_cast<size_t>(q * static_cast<double>(s.size() - 1) + 0.5)]; };
+    double mean = 0, var = 0;
+    for (double v : ms) mean += v;
+    mean /= static_cast<double>(ms.size());
+    for (double v : ms) var += (v - mean) * (v - mean);
+    double cv = ms.size() > 1 ? std::sqrt(var / static_cast<double>(ms.size() - 1)) / mean : 0;
+    report("median_ms", std::to_string(pct(0.5)));
+    report("p10_ms", std::to_string(pct(0.1)));
+    report("p90_ms", std::to_string(pct(0.9)));
+    report("cv", std::to_string(cv));
+    report("runs", std::to_string(ms.size()));
+  }
+  report("status", "ok");
+  std::fflush(stdout);
+  return 0;
+}
+
+EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
+  EvalResult r;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> args = {"tactician", "evaluate", "--model", req.model_path, "--data", req.data_dir,
+                                   "--route", req.route, "--tolerance", req.tolerance,
+                                   "--min-seconds", std::to_string(req.min_seconds), "--min-runs",
+                                   std::to_string(req.min_runs), "--check", req.check ? "1" : "0",
+                                   "--measure", req.measure ? "1" : "0"};
+  for (const std::string& d : req.dims) {
+    args.push_back("--dim");
+    args.push_back(d);
+  }
+  if (!req.save_plan.empty()) {
+    args.push_back("--save-plan");
+    args.push_back(req.save_plan);
+  }
+  int out_pipe[2];
+  if (pipe(out_pipe) != 0) {
+    r.reason = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    r.reason = std::string("fork: ") + std::strerror(errno);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return r;
+  }
+  if (pid == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, STDERR_FILENO);
+    rlimit lim{static_cast<rlim_t>(limits.memory_bytes), static_cast<rlim_t>(limits.memory_bytes)};
+    setrlimit(RLIMIT_AS, &lim);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(limits.binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  std::string out;
+  bool killed = false;
+  while (true) {
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!killed && elapsed > limits.timeout_s) {
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+    pollfd pfd{out_pipe[0], POLLIN, 0};
+    int pr = poll(&pfd, 1, 200);
+    if (pr > 0) {
+      char buf[4096];
+      ssize_t n = read(out_pipe[0], buf, sizeof buf);
+      if (n > 0) {
+        out.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      break;  // EOF
+    }
+  }
+  close(out_pipe[0]);
+  int ws = 0;
+  waitpid(pid, &ws, 0);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::istringstream is(out);
+  std::string line;
+  bool have_status = false;
+  while (std::getline(is, line)) {
+    auto sp = line.find(' ');
+    std::string k = line.substr(0, sp), v = sp == std::string::npos ? std::string() : line.substr(sp + 1);
+    if (k == "status") {
+      r.status = v;
+      have_status = true;
+    } else if (k == "reason") r.reason = v;
+    else if (k == "build_ms") r.build_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "metrics") r.metrics_json = v;
+    else if (k == "median_ms") r.median_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "p10_ms") r.p10_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "p90_ms") r.p90_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "cv") r.cv = std::strtod(v.c_str(), nullptr);
+    else if (k == "runs") r.runs = std::atoi(v.c_str());
+  }
+  if (killed) {
+    r.status = "timeout";
+    r.reason = "killed after " + std::to_string(static_cast<int>(limits.timeout_s)) + " s";
+  } else if (!have_status) {
+    r.status = "crashed";
+    if (WIFSIGNALED(ws)) r.reason = std::string("signal ") + strsignal(WTERMSIG(ws));
+    else r.reason = "exit code " + std::to_string(WEXITSTATUS(ws)) + " without a result";
+    if (WIFSIGNALED(ws) && (WTERMSIG(ws) == SIGKILL || WTERMSIG(ws) == SIGABRT))
+      r.reason += " (out of memory with the " + std::to_string(limits.memory_bytes >> 20) + " MiB limit?)";
+  }
+  return r;
+}
+
+}  // namespace tac::tuner

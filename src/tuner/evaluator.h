@@ -1,0 +1,51 @@
+// The evaluator (DESIGN.md section 3): each candidate is built, checked and timed in a child
+// process (a fresh `tactician evaluate` exec'd from this binary) with a time and memory limit,
+// so a crash, hang or out-of-memory in one route is recorded as that candidate's outcome and
+// the search goes on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tactician/status.h"
+
+namespace tac::tuner {
+
+// What the child is asked to do. The data directory holds input_K.pb (the inputs) and
+// expected_K.pb (the reference outputs), written once by the tuner.
+struct EvalRequest {
+  std::string model_path;
+  std::string data_dir;
+  std::string route;      // canonical text
+  std::string tolerance;  // Tolerance::to_string()
+  std::vector<std::string> dims;  // "SYMBOL=N"
+  double min_seconds = 0.3;       // measurement: minimum time ...
+  int min_runs = 10;              // ... and count
+  std::string save_plan;          // if set, the child also saves the plan there
+  bool check = true;              // run the accuracy gate
+  bool measure = true;            // time the engine
+};
+
+struct EvalResult {
+  std::string status = "crashed";  // ok | rejected | build_failed | run_failed | crashed | timeout
+  std::string reason;
+  double build_ms = 0;
+  std::string metrics_json = "[]";
+  double median_ms = 0, p10_ms = 0, p90_ms = 0, cv = 0;
+  int runs = 0;
+  double wall_s = 0;  // the child's whole life
+};
+
+struct EvalLimits {
+  double timeout_s = 300;
+  int64_t memory_bytes = int64_t{8} << 30;  // RLIMIT_AS of the child
+  std::string binary = "/proc/self/exe";    // the tactician binary (tests point it at build/tactician)
+};
+
+// Runs `tactician evaluate` as a child of this process.
+EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits);
+
+// The child side: `tactician evaluate ...` (internal subcommand).
+int run_evaluate_command(int argc, char** argv);
+
+}  // namespace tac::tuner

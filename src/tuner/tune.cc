@@ -1,0 +1,419 @@
+#include "tuner/tune.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "builder/builder.h"
+#include "io/onnx_import.h"
+#include "io/tensor_io.h"
+#include "io/test_case.h"
+#include "kernels/tactic_check.h"
+#include "reference/interpreter.h"
+#include "tuner/database.h"
+#include "tuner/strategy.h"
+
+#ifndef TAC_VERSION
+#define TAC_VERSION "dev"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace tac::tuner {
+
+namespace {
+
+bool matches(const std::vector<std::string>& globs, const std::string& name) {
+  if (globs.empty()) return true;
+  for (const std::string& g : globs)
+    if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
+
+std::string fmt(double v, int prec = 3) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) o += c;
+  }
+  return o + "\"";
+}
+
+}  // namespace
+
+Result<double> parse_duration(const std::string& text) {
+  if (text.empty()) return invalid_argument("empty duration");
+  double total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = i;
+    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
+    if (j == i) return invalid_argument("duration '" + text + "': expected a number (e.g. 90s, 10m, 1h)");
+    double v = std::strtod(text.substr(i, j - i).c_str(), nullptr);
+    double unit = 1;
+    if (j < text.size()) {
+      char u = text[j];
+      if (u == 's') unit = 1;
+      else if (u == 'm') unit = 60;
+      else if (u == 'h') unit = 3600;
+      else return invalid_argument("duration '" + text + "': unknown unit '" + std::string(1, u) + "' (s, m, h)");
+      ++j;
+    }
+    total += v * unit;
+    i = j;
+  }
+  if (!(total > 0)) return invalid_argument("duration '" + text + "' must be positive");
+  return total;
+}
+
+Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs) {
+  for (const std::string& g : globs) {
+    bool any = false;
+    for (const builder::Knob& k : knobs.knobs()) any |= fnmatch(g.c_str(), k.name.c_str(), 0) == 0;
+    if (!any) return invalid_argument("--knobs: '" + g + "' matches no knob of this model (`tactician knobs` lists them)");
+  }
+  SearchSpace space;
+  std::map<std::string, size_t> group_dim;
+  for (const builder::Knob& k : knobs.knobs()) {
+    if (k.name == "threads" || k.values.size() < 2 || !matches(globs, k.name)) continue;
+    if (k.scope == builder::KnobScope::node && !k.group.empty()) {
+      auto it = group_dim.find(k.group);
+      if (it != group_dim.end()) {
+        Dimension& d = space.dims[it->second];
+        d.knobs.push_back(k.name);
+        // Values common to every node of the group.
+        std::vector<std::string> common;
+        for (const std::string& v : d.values)
+          if (std::find(k.values.begin(), k.values.end(), v) != k.values.end()) common.push_back(v);
+        d.values = common;
+        continue;
+      }
+      group_dim[k.group] = space.dims.size();
+    }
+    Dimension d;
+    d.name = k.name;
+    d.values = k.values;
+    d.default_index = static_cast<int>(std::find(k.values.begin(), k.values.end(), k.default_value) - k.values.begin());
+    if (d.default_index >= static_cast<int>(d.values.size())) d.default_index = 0;
+    d.knobs = {k.name};
+    space.dims.push_back(std::move(d));
+  }
+  // Name groups after their first node and how many nodes they cover; drop groups whose
+  // intersection left a single value.
+  std::vector<Dimension> kept;
+  for (Dimension& d : space.dims) {
+    if (d.knobs.size() > 1) d.name = d.knobs[0] + "+" + std::to_string(d.knobs.size() - 1);
+    auto def = std::find(d.values.begin(), d.values.end(), "auto");
+    if (d.knobs.size() > 1) d.default_index = def == d.values.end() ? 0 : static_cast<int>(def - d.values.begin());
+    if (d.values.size() >= 2) kept.push_back(std::move(d));
+  }
+  space.dims = std::move(kept);
+  return space;
+}
+
+std::string TuneSummary::to_json() const {
+  return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " +
+         fmt(speedup, 4) + ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
+         ", \"candidates\": " + std::to_string(candidates) + ", \"failed\": " + std::to_string(failed) +
+         ", \"rejected\": " + std::to_string(rejected) + ", \"resumed\": " + std::to_string(resumed) +
+         ", \"best_route\": " + json_str(best_route) + ", \"accuracy\": " + best_metrics_json +
+         ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) + ", \"stop_reason\": " +
+         json_str(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
+         std::to_string(space_size) + "}";
+}
+
+namespace {
+
+// Writes the tuner's reference data: the inputs and the expected outputs (given, or computed
+// once with the reference interpreter).
+Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std::string& dir,
+                         std::map<std::string, int64_t>& dims) {
+  std::vector<Datum> inputs, expected;
+  if (!opts.inputs_dir.empty()) {
+    TAC_ASSIGN_OR_RETURN(auto sets, io::load_test_data(m, opts.inputs_dir));
+    if (sets.empty()) {  // a plain folder of input_K.pb / output_K.pb
+      io::TestDataSet ds;
+      for (size_t k = 0; k < m.graph.inputs.size(); ++k) {
+        TAC_ASSIGN_OR_RETURN(Tensor t, io::load_tensor_pb(opts.inputs_dir + "/input_" + std::to_string(k) + ".pb"));
+        ds.inputs.push_back(Datum(t));
+      }
+      for (size_t k = 0; fs::exists(opts.inputs_dir + "/output_" + std::to_string(k) + ".pb"); ++k) {
+        TAC_ASSIGN_OR_RETURN(Tensor t, io::load_tensor_pb(opts.inputs_dir + "/output_" + std::to_string(k) + ".pb"));
+        ds.outputs.push_back(Datum(t));
+      }
+      sets.push_back(ds);
+    }
+    inputs = sets[0].inputs;
+    expected = sets[0].outputs;
+  } else {
+    for (int v : m.graph.inputs) {
+      const ir::ValueType& t = m.graph.values[static_cast<size_t>(v)].type;
+      if (t.kind != ir::ValueKind::tensor || !t.has_shape || t.dtype == DType::undefined)
+        return invalid_argument("input '" + m.graph.values[static_cast<size_t>(v)].name +
+                                "' has no declared type and shape: give data with --inputs");
+      Shape s;
+      for (const ir::Dim& d : t.dims) {
+        if (d.known()) s.push_back(d.value);
+        else s.push_back(dims.count(d.symbol) ? dims[d.symbol] : 1);
+      }
+      Tensor x = kernels::random_tensor(t.dtype, s, 4242 + static_cast<uint64_t>(v));
+      if (!dtype_is_float(t.dtype))  // ids and indices: small non-negative values
+        for (int64_t i = 0; i < x.numel(); ++i) x.set_i64(i, std::abs(x.get_i64(i)));
+      inputs.push_back(Datum(x));
+    }
+  }
+  TAC_RETURN_IF_ERROR(ref::check_inputs(m.graph, inputs));
+  for (size_t i = 0; i < inputs.size(); ++i) {  // symbolic dims follow the data
+    const ir::ValueType& t = m.graph.values[static_cast<size_t>(m.graph.inputs[i])].type;
+    for (size_t k = 0; k < t.dims.size() && k < inputs[i].tensor.shape().size(); ++k)
+      if (!t.dims[k].known() && !t.dims[k].symbol.empty()) dims[t.dims[k].symbol] = inputs[i].tensor.shape()[k];
+  }
+  if (expected.empty()) {
+    TAC_ASSIGN_OR_RETURN(expected, ref::run_model(m, inputs));
+  }
+  fs::create_directories(dir);
+  for (size_t k = 0; k < inputs.size(); ++k)
+    TAC_RETURN_IF_ERROR(io::save_tensor_pb(inputs[k].tensor, "", dir + "/input_" + std::to_string(k) + ".pb"));
+  for (size_t k = 0; k < expected.size(); ++k) {
+    if (!expected[k].is_tensor()) return unsupported("the tuner compares tensor outputs only");
+    TAC_RETURN_IF_ERROR(io::save_tensor_pb(expected[k].tensor, "", dir + "/expected_" + std::to_string(k) + ".pb"));
+  }
+  return Status::ok();
+}
+
+// The point of a recorded route, or nullopt when the route sets knobs outside the space (or a
+// group member differently from its group).
+std::optional<Point> point_of(const SearchSpace& space, const builder::Route& r, const std::string& fixed_threads) {
+  Point p = default_point(space);
+  std::set<std::string> used;
+  for (size_t d = 0; d < space.dims.size(); ++d) {
+    const Dimension& dim = space.dims[d];
+    std::optional<std::string> value;
+    for (const std::string& k : dim.knobs) {
+      auto it = r.values.find(k);
+      std::string v = it == r.values.end() ? dim.values[static_cast<size_t>(dim.default_index)] : it->second;
+      if (it != r.values.end()) used.insert(k);
+      if (value && *value != v) return std::nullopt;
+      value = v;
+    }
+    auto pos = std::find(dim.values.begin(), dim.values.end(), *value);
+    if (pos == dim.values.end()) return std::nullopt;
+    p[d] = static_cast<int>(pos - dim.values.begin());
+  }
+  for (const auto& [k, v] : r.values)
+    if (!used.count(k) && !(k == "threads" && v == fixed_threads)) return std::nullopt;
+  return p;
+}
+
+}  // namespace
+
+Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  TuneSummary sum;
+  TAC_ASSIGN_OR_RETURN(ir::Model model, io::load_model(opts.model_path));
+  std::map<std::string, int64_t> dims = opts.dims;
+  const std::string work = opts.out_dir.empty() ? (fs::temp_directory_path() / ("tactician-tune-" + std::to_string(::getpid()))).string()
+                                                : opts.out_dir;
+  TAC_RETURN_IF_ERROR(prepare_reference(model, opts, work + "/data", dims));
+  builder::BuildOptions bopts;
+  bopts.dims = dims;
+  TAC_ASSIGN_OR_RETURN(builder::KnobSpace knobs, builder::knob_space(model, bopts));
+  const std::string threads = std::to_string(opts.threads);
+  if (const builder::Knob* t = knobs.find("threads");
+      !t || std::find(t->values.begin(), t->values.end(), threads) == t->values.end())
+    return invalid_argument("--threads " + threads + " is not allowed on this machine");
+  TAC_ASSIGN_OR_RETURN(SearchSpace space, make_search_space(knobs, opts.knob_globs));
+  sum.dimensions = space.dims.size();
+  sum.space_size = space.size();
+  TAC_ASSIGN_OR_RETURN(auto strategy, make_strategy(opts.strategy, space, opts.seed));
+  TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path));
+  const std::string device = builder::device_fingerprint(), version = TAC_VERSION;
+
+  std::vector<std::string> dim_flags;
+  for (const auto& [k, v] : dims) dim_flags.push_back(k + "=" + std::to_string(v));
+  auto request = [&](const std::string& route_text, double seconds) {
+    EvalRequest rq;
+    rq.model_path = opts.model_path;
+    rq.data_dir = work + "/data";
+    rq.route = route_text;
+    rq.tolerance = opts.tolerance.to_string();
+    rq.dims = dim_flags;
+    rq.min_seconds = seconds;
+    rq.min_runs = 10;
+    return rq;
+  };
+  auto with_threads = [&](builder::Route r) {
+    r.values["threads"] = threads;
+    return r.to_string();
+  };
+
+  // Resume: what this model/device/version already has in the database.
+  History history;
+  std::map<std::string, CandidateRecord> by_route;
+  TAC_ASSIGN_OR_RETURN(auto previous, db->all(model.hash, device, version));
+  for (const CandidateRecord& rec : previous) {
+    by_route[rec.route] = rec;
+    auto route = builder::Route::parse(rec.route);
+    if (!route) continue;
+    auto p = point_of(space, *route, threads);
+    if (!p || history.contains(*p)) continue;
+    history.trials.push_back({*p, rec.status == "ok" ? rec.median_ms : INFINITY});
+    ++sum.resumed;
+  }
+
+  // Evaluates a route unless the database has it; records it; returns the record.
+  auto evaluate = [&](const Point& p, const std::string& who) -> Result<CandidateRecord> {
+    const std::string text = with_threads(route_of(space, p));
+    if (auto it = by_route.find(text); it != by_route.end()) return it->second;
+    EvalResult r = evaluate_in_child(request(text, opts.cheap_seconds), opts.limits);
+    CandidateRecord rec;
+    rec.model_hash = model.hash;
+    rec.device = device;
+    rec.tool_version = version;
+    rec.route = text;
+    rec.status = r.status;
+    rec.reason = r.reason;
+    rec.strategy = who;
+    rec.seed = opts.seed;
+    rec.build_ms = r.build_ms;
+    rec.metrics_json = r.metrics_json;
+    rec.median_ms = r.median_ms;
+    rec.p10_ms = r.p10_ms;
+    rec.p90_ms = r.p90_ms;
+    rec.cv = r.cv;
+    rec.runs = r.runs;
+    rec.threads = opts.threads;
+    rec.unix_time = static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
+                                            std::chrono::system_clock::now().time_since_epoch()).count());
+    TAC_ASSIGN_OR_RETURN(rec.id, db->insert(rec));
+    by_route[text] = rec;
+    ++sum.candidates;
+    sum.build_s += r.build_ms / 1e3;
+    if (r.status == "rejected") ++sum.rejected;
+    else if (r.status != "ok") ++sum.failed;
+    history.trials.push_back({p, r.status == "ok" ? r.median_ms : INFINITY});
+    return rec;
+  };
+
+  // The default route first: it is the baseline and the answer if nothing beats it.
+  const Point p0 = default_point(space);
+  TAC_ASSIGN_OR_RETURN(CandidateRecord def, evaluate(p0, "default"));
+  if (def.status != "ok")
+    return Status(def.status == "rejected" ? ErrorKind::invalid_argument : ErrorKind::unsupported,
+                  "the default route did not pass (" + def.status + ": " + def.reason + ")");
+  CandidateRecord incumbent = def;
+  double incumbent_ms = def.median_ms;
+  for (const auto& [route, rec] : by_route)  // the best resumed candidate, if better
+    if (rec.status == "ok" && rec.median_ms < incumbent_ms && point_of(space, *builder::Route::parse(rec.route), threads)) {
+      incumbent = rec;
+      incumbent_ms = rec.median_ms;
+    }
+
+  auto budget_left = [&]() -> std::string {
+    if (elapsed() >= opts.budget_s) return "time budget";
+    if (opts.max_candidates >= 0 && sum.candidates >= opts.max_candidates) return "candidate budget";
+    if (opts.max_build_s >= 0 && sum.build_s >= opts.max_build_s) return "build-time budget";
+    return {};
+  };
+  auto line = [&](const std::string& what) {
+    if (!progress) return;
+    progress("[tune] " + std::to_string(sum.candidates) + " evaluated (" + std::to_string(sum.failed) + " failed, " +
+             std::to_string(sum.rejected) + " rejected, " + std::to_string(sum.resumed) + " resumed)  best " +
+             fmt(incumbent_ms) + " ms = " + fmt(def.median_ms / incumbent_ms, 2) + "x default  " +
+             fmt(std::max(0.0, opts.budget_s - elapsed()), 0) + " s left  " + what);
+  };
+  line("default " + fmt(def.median_ms) + " ms");
+
+  while (true) {
+    if (std::string why = budget_left(); !why.empty()) {
+      sum.stop_reason = why;
+      break;
+    }
+    std::vector<Point> batch = strategy->propose(history, opts.batch);
+    if (batch.empty()) {
+      sum.stop_reason = "search space exhausted by " + opts.strategy;
+      break;
+    }
+    for (const Point& p : batch) {
+      if (!budget_left().empty()) break;
+      auto rec = evaluate(p, opts.strategy);
+      if (!rec) return rec.status();
+      // Noise-aware acceptance: a challenger that looks faster is re-measured carefully,
+      // interleaved with the incumbent, and wins only by more than the measured noise.
+      if (rec->status == "ok" && rec->median_ms < incumbent_ms * 0.98) {
+        std::vector<double> inc, ch;
+        for (int k = 0; k < 2; ++k) {
+          EvalRequest a = request(incumbent.route, opts.careful_seconds), b = request(rec->route, opts.careful_seconds);
+          a.check = b.check = false;
+          EvalResult ra = evaluate_in_child(a, opts.limits), rb = evaluate_in_child(b, opts.limits);
+          if (ra.status == "ok") inc.push_back(ra.median_ms);
+          if (rb.status == "ok") ch.push_back(rb.median_ms);
+        }
+        if (inc.empty() || ch.empty()) continue;
+        double mi = *std::min_element(inc.begin(), inc.end()), mc = *std::min_element(ch.begin(), ch.end());
+        double noise = std::max({0.01, incumbent.cv, rec->cv});
+        if (mc < mi * (1 - noise)) {
+          incumbent = *rec;
+          incumbent_ms = mc * (incumbent_ms / mi);  // in the units of the default's measurement
+          line("new best: " + (rec->route.empty() ? std::string("(default)") : rec->route));
+        }
+      }
+      line("");
+    }
+  }
+
+  // Final comparison, interleaved A/B/A/B, careful measurements.
+  std::vector<double> da, db_;
+  std::vector<double> ratios;
+  for (int k = 0; k < opts.final_rounds; ++k) {
+    EvalRequest a = request(def.route, opts.careful_seconds), b = request(incumbent.route, opts.careful_seconds);
+    a.check = b.check = false;
+    EvalResult ra = evaluate_in_child(a, opts.limits), rb = evaluate_in_child(b, opts.limits);
+    if (ra.status != "ok" || rb.status != "ok") continue;
+    da.push_back(ra.median_ms);
+    db_.push_back(rb.median_ms);
+    ratios.push_back(ra.median_ms / rb.median_ms);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  sum.default_ms = da.empty() ? def.median_ms : median(da);
+  sum.best_ms = db_.empty() ? incumbent_ms : median(db_);
+  sum.speedup = sum.best_ms > 0 ? sum.default_ms / sum.best_ms : 1;
+  sum.speedup_low = ratios.empty() ? sum.speedup : *std::min_element(ratios.begin(), ratios.end());
+  sum.speedup_high = ratios.empty() ? sum.speedup : *std::max_element(ratios.begin(), ratios.end());
+  sum.best_route = incumbent.route;
+  sum.best_metrics_json = incumbent.metrics_json.empty() ? "[]" : incumbent.metrics_json;
+
+  if (!opts.out_dir.empty()) {
+    EvalRequest save = request(incumbent.route, 0);
+    save.measure = false;
+    save.save_plan = opts.out_dir + "/best.plan";
+    EvalResult rs = evaluate_in_child(save, opts.limits);
+    if (rs.status != "ok") return internal_error("could not rebuild the best route to save it: " + rs.reason);
+    std::ofstream(opts.out_dir + "/best.route") << "# tactician tune " << opts.model_path << ": best route, "
+                                                << fmt(sum.speedup, 3) << "x the default\n"
+                                                << incumbent.route << "\n";
+    sum.wall_s = elapsed();
+    std::ofstream(opts.out_dir + "/summary.json") << sum.to_json() << "\n";
+  }
+  sum.wall_s = elapsed();
+  if (opts.out_dir.empty()) fs::remove_all(work);
+  return sum;
+}
+
+}  // namespace tac::tuner

@@ -1,0 +1,64 @@
+// The tuning loop (DESIGN.md section 3 "The tuner"): strategy -> route -> evaluator (child
+// process) -> database, with the accuracy gate, noise-aware acceptance, the budget, and the
+// final interleaved default-vs-best comparison.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "builder/knobs.h"
+#include "tuner/accuracy.h"
+#include "tuner/evaluator.h"
+#include "tuner/space.h"
+
+namespace tac::tuner {
+
+struct TuneOptions {
+  std::string model_path;
+  std::string strategy = "tpe";
+  double budget_s = 600;        // wall time
+  int64_t max_candidates = -1;  // evaluated candidates (resumed ones excluded); -1: no limit
+  double max_build_s = -1;      // summed build time of evaluated candidates; -1: no limit
+  Tolerance tolerance = Tolerance::default_fp32();
+  std::string inputs_dir;       // test_data_set layout (input_K.pb [+ output_K.pb]); "" = random inputs
+  int threads = 1;
+  std::string db_path = "tuning.db";
+  std::string out_dir;          // best.plan, best.route, summary.json ("" = none)
+  uint64_t seed = 0;
+  std::vector<std::string> knob_globs;  // only knobs matching one of these (fnmatch); empty = all
+  std::map<std::string, int64_t> dims;
+  size_t batch = 4;             // points asked from the strategy at a time
+  EvalLimits limits;
+  double cheap_seconds = 0.3;   // measurement of every candidate ...
+  double careful_seconds = 1.0; // ... and of challengers and the final comparison
+  int final_rounds = 3;         // A/B rounds of the final default-vs-best comparison
+};
+
+struct TuneSummary {
+  double default_ms = 0, best_ms = 0, speedup = 1;
+  double speedup_low = 1, speedup_high = 1;  // min and max over the final A/B rounds
+  int candidates = 0, failed = 0, rejected = 0, resumed = 0;
+  std::string best_route;
+  std::string best_metrics_json = "[]";
+  double wall_s = 0, build_s = 0;
+  std::string stop_reason;
+  size_t dimensions = 0;
+  uint64_t space_size = 0;
+  std::string to_json() const;
+};
+
+// The search space of a knob space: one dimension per global knob with more than one value
+// (threads excluded: it is fixed by the caller), and per-node tactic knobs grouped by their
+// signature (Knob::group), values common to the group. Only knobs matching `globs` (fnmatch,
+// empty = all) take part; a glob matching nothing is an error naming it.
+Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs);
+
+// Durations: "90s", "10m", "1h", "1h30m", "45" (seconds). Errors name the text.
+Result<double> parse_duration(const std::string& text);
+
+using Progress = std::function<void(const std::string& line)>;
+Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress);
+
+}  // namespace tac::tuner

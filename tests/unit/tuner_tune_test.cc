@@ -1,0 +1,92 @@
+// The tuning loop end to end on a small model: candidates evaluated in child processes, recorded
+// in the database, resumed on a second run; durations and search spaces.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tuner/database.h"
+#include "tuner/tune.h"
+
+namespace tac::tuner {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(TuneDuration, ParsesUnitsAndRejectsJunk) {
+  EXPECT_DOUBLE_EQ(*parse_duration("90s"), 90);
+  EXPECT_DOUBLE_EQ(*parse_duration("10m"), 600);
+  EXPECT_DOUBLE_EQ(*parse_duration("1h30m"), 5400);
+  EXPECT_DOUBLE_EQ(*parse_duration("45"), 45);
+  for (const char* bad : {"", "m", "10x", "-5s", "0s"}) EXPECT_FALSE(parse_duration(bad).is_ok()) << bad;
+}
+
+TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
+  builder::KnobSpace ks;
+  ks.add({"threads", {"1", "2"}, "2", "", builder::KnobScope::global});
+  ks.add({"memory.planner", {"a", "b", "c"}, "a", "", builder::KnobScope::global});
+  ks.add({"precision.default", {"fp32"}, "fp32", "", builder::KnobScope::global});
+  ks.add({"tactic.c1", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.c2", {"auto", "x", "y", "z"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.c3", {"auto", "x"}, "auto", "", builder::KnobScope::node, "Conv(sig2)"});
+  auto all = make_search_space(ks, {});
+  ASSERT_TRUE(all.is_ok());
+  // threads is fixed by the caller and precision has one value: 3 dimensions remain.
+  ASSERT_EQ(all->dims.size(), 3u);
+  EXPECT_EQ(all->dims[0].name, "memory.planner");
+  EXPECT_EQ(all->dims[1].knobs, (std::vector<std::string>{"tactic.c1", "tactic.c2"}));
+  EXPECT_EQ(all->dims[1].values, (std::vector<std::string>{"auto", "x", "y"}));  // common to the group
+  EXPECT_EQ(all->size(), 3u * 3u * 2u);
+  auto only = make_search_space(ks, {"tactic.c3"});
+  ASSERT_TRUE(only.is_ok());
+  ASSERT_EQ(only->dims.size(), 1u);
+  EXPECT_FALSE(make_search_space(ks, {"nosuch.*"}).is_ok());
+  builder::Route r = route_of(*all, {1, 2, 0});
+  EXPECT_EQ(r.to_string(), "memory.planner=b tactic.c1=y tactic.c2=y");
+}
+
+TEST(Tune, EvaluatesRecordsAndResumes) {
+  const std::string model = std::string(TAC_MODELS_DIR) + "/mnist-cntk/model.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "no model zoo";
+  const fs::path dir = fs::temp_directory_path() / ("tac_tune_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  TuneOptions o;
+  o.model_path = model;
+  o.strategy = "fast";
+  o.max_candidates = 6;
+  o.budget_s = 120;
+  o.threads = 1;
+  o.db_path = (dir / "t.db").string();
+  o.out_dir = (dir / "out").string();
+  o.cheap_seconds = 0.05;
+  o.careful_seconds = 0.1;
+  o.final_rounds = 2;
+  o.limits.binary = TAC_BINARY;
+  o.knob_globs = {"tactic.*", "memory.*"};
+  auto first = tune(o, {});
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_EQ(first->candidates, 6);
+  EXPECT_EQ(first->resumed, 0);
+  EXPECT_GT(first->default_ms, 0);
+  EXPECT_GT(first->best_ms, 0);
+  EXPECT_TRUE(fs::exists(dir / "out" / "best.plan"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "best.route"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "summary.json"));
+  auto db = Database::open(o.db_path);
+  ASSERT_TRUE(db.is_ok());
+  auto recs = (*db)->everything();
+  ASSERT_TRUE(recs.is_ok());
+  EXPECT_EQ(recs->size(), 6u);
+  // A second run resumes: the routes already evaluated are not evaluated again.
+  auto second = tune(o, {});
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_EQ(second->resumed, 6);
+  auto recs2 = (*db)->everything();
+  ASSERT_TRUE(recs2.is_ok());
+  EXPECT_EQ(recs2->size(), 6u + static_cast<size_t>(second->candidates));
+  for (size_t i = 0; i < recs->size(); ++i)
+    for (size_t j = recs->size(); j < recs2->size(); ++j) EXPECT_NE((*recs)[i].route, (*recs2)[j].route);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tac::tuner
