@@ -10,14 +10,19 @@
 
 namespace tac::tuner {
 
-// Per-output metrics, computed in double.
+// Per-output metrics, computed in double. Float outputs are compared as values. Integer and
+// bool outputs are compared exactly: linf/l1/l2/cos on the values, l0 the fraction of unequal
+// elements (atol and rtol do not apply). A NaN in got matching a NaN in ref, or the same
+// infinity on both sides, counts as equal; such elements stay out of linf/l1/l2/cos.
 struct Metrics {
-  double linf = 0;  // max |got - ref|
-  double l1 = 0;    // mean |got - ref| / mean |ref|  (relative; 0 when both are 0)
-  double l2 = 0;    // ||got - ref||_2 / ||ref||_2     (relative; 0 when both are 0)
-  double cos = 1;   // cosine similarity of got and ref (1 when both are 0)
+  double linf = 0;  // max |got - ref|; +Inf when some element breaks `finite`
+  double l1 = 0;    // mean |got - ref| / mean |ref|  (relative; 0 when both are 0, +Inf when only ref is)
+  double l2 = 0;    // ||got - ref||_2 / ||ref||_2     (relative; 0 when both are 0, +Inf when only ref is)
+  double cos = 1;   // cosine similarity of got and ref (1 when equal, 0 when exactly one is all 0)
   double l0 = 0;    // fraction of elements with |got - ref| > atol + rtol * |ref|
-  bool finite = true;  // false when got has a NaN or Inf where ref is finite (never passes)
+  // false when got has a NaN or Inf where ref is finite, or ref has a NaN/Inf that got does
+  // not match exactly (never passes).
+  bool finite = true;
 };
 
 // One bound: metric, comparison, value, e.g. "cos>=0.9999", "linf<=1e-3", "l0<=0.001".
@@ -42,7 +47,8 @@ Result<Metrics> compute_metrics(const Tensor& got, const Tensor& ref, double ato
 // Empty when every bound holds for every output (and all are finite); else the first violation,
 // e.g. "output 0: cos 0.9991 < 0.9999".
 std::string check_tolerance(const Tolerance& tol, const std::vector<Metrics>& per_output);
-// {"linf": .., "l1": .., "l2": .., "cos": .., "l0": .., "finite": ..} per output, as a JSON list.
+// {"linf": .., "l1": .., "l2": .., "cos": .., "l0": .., "finite": ..} per output, as a JSON list;
+// a non-finite metric (JSON has no Inf/NaN) is written as null.
 std::string metrics_json(const std::vector<Metrics>& per_output);
 
 }  // namespace tac::tuner
