@@ -13,12 +13,14 @@
 // Storage notes:
 //  - `seed` (uint64) is stored as the int64 with the same bits (SQLite integers are signed).
 //  - SQLite stores NaN as NULL; REAL columns read back NULL as NaN, so NaN round-trips.
+//    Infinities round-trip; -0.0 reads back as +0.0 (SQLite stores integral reals as integers).
 //  - Text is bound with its length, so any bytes (even NUL) round-trip.
 //
 // SQL text is only ever fixed literals; every value goes through sqlite3_bind_*.
 #include "tuner/database.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -26,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
 
 namespace tac::tuner {
@@ -170,7 +173,8 @@ Result<Inspection> inspect(sqlite3* db, const std::string& path) {
   if (app_id == 0 && !has_schema && !has_candidates && !has_other) return in;  // empty: ours to create
   if (app_id != kApplicationId) {
     in.kind = FileKind::foreign;
-    in.why = "an SQLite file of another application (application_id " + std::to_string(app_id) + ")";
+    in.why = app_id == 0 ? std::string("an SQLite file of another application (its tables are not Tactician's)")
+                         : "an SQLite file of another application (application_id " + std::to_string(app_id) + ")";
   } else if (!has_schema || !has_candidates) {
     in.kind = FileKind::foreign;
     in.why = "marked as a tuning database but its tables are missing";
@@ -194,6 +198,19 @@ Status check_version(sqlite3* db, const std::string& path) {
                             ", this Tactician reads version " + std::to_string(kSchemaVersion) +
                             " (use another file, or move this one away)");
   return Status::ok();
+}
+
+// SQLite's "unable to open database file" hides which part failed; name the directory.
+Status with_directory_hint(const Status& s, const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  std::string hint;
+  if (!std::filesystem::exists(parent, ec)) hint = "directory '" + parent.string() + "' does not exist";
+  else if (!std::filesystem::is_directory(parent, ec)) hint = "'" + parent.string() + "' is not a directory";
+  else if (::access(parent.c_str(), W_OK) != 0) hint = "directory '" + parent.string() + "' is not writable";
+  if (hint.empty()) return s;
+  return Status(s.kind(), s.message() + "; " + hint);
 }
 
 // ---- JSON output ----
@@ -440,7 +457,7 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
   d->path_ = path;
   int rc = sqlite3_open_v2(path.c_str(), &d->db_,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-  if (rc != SQLITE_OK) return sqlite_error(path, d->db_, "cannot open tuning database");
+  if (rc != SQLITE_OK) return with_directory_hint(sqlite_error(path, d->db_, "cannot open tuning database"), path);
   sqlite3* db = d->db_;
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
