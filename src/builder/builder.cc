@@ -410,6 +410,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   // that a route turning a fusion off can still pin tactics of the nodes it keeps.
   std::map<std::string, std::vector<std::string>> values;
   std::map<std::string, std::string> ops, groups;
+  std::map<std::string, std::vector<std::string>> default_values;
   std::vector<std::string> order;
   for (int variant = 0; variant < 2; ++variant) {
     Route r;
@@ -430,14 +431,21 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       if (fresh) order.push_back(n.name);
       ops[n.name] = n.op_type;
       if (variant == 0) groups[n.name] = node_signature(g->graph, n);
-      for (const auto& [t, cost] : r2.candidates)
+      for (const auto& [t, cost] : r2.candidates) {
         if (std::find(it->second.begin(), it->second.end(), t->name) == it->second.end()) it->second.push_back(t->name);
+        if (variant == 0) {
+          auto& dv = default_values[n.name];
+          if (dv.empty()) dv.push_back("auto");
+          dv.push_back(t->name);
+        }
+      }
     }
   }
   for (const std::string& name : order)
     space.add({"tactic." + name, values[name], "auto",
                ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node,
-               groups.count(name) ? groups[name] : ops[name] + "#" + name});
+               groups.count(name) ? groups[name] : ops[name] + "#" + name,
+               default_values.count(name) ? default_values[name] : std::vector<std::string>{"auto"}});
   return space;
 }
 

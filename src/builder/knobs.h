@@ -22,6 +22,10 @@ struct Knob {
   // For node knobs: the node's signature (op, input shapes, attributes). Nodes with equal
   // signatures are the same problem; the tuner first searches them as one group.
   std::string group = {};
+  // For node knobs: the values worth searching, i.e. "auto" and the tactics that apply to the node
+  // in the graph the default passes produce (`values` also holds tactics that only apply when a
+  // route turns a fusion off). Empty: search `values`.
+  std::vector<std::string> search_values = {};
 };
 
 class KnobSpace {

@@ -86,8 +86,14 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
   }
   SearchSpace space;
   std::map<std::string, size_t> group_dim;
-  for (const builder::Knob& k : knobs.knobs()) {
-    if (k.name == "threads" || k.values.size() < 2 || !matches(globs, k.name)) continue;
+  for (const builder::Knob& k_in : knobs.knobs()) {
+    // The classic-builder knobs (builder.selection, builder.prune) only reproduce the failure
+    // modes the tuner exists to avoid: searched only when asked for by name.
+    const bool classic = k_in.name.rfind("builder.", 0) == 0;
+    if (k_in.name == "threads" || (classic && globs.empty()) || !matches(globs, k_in.name)) continue;
+    builder::Knob k = k_in;
+    if (!k.search_values.empty()) k.values = k.search_values;
+    if (k.values.size() < 2) continue;
     if (k.scope == builder::KnobScope::node && !k.group.empty()) {
       auto it = group_dim.find(k.group);
       if (it != group_dim.end()) {

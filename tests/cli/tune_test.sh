@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A short tune on the bundled model (CI's smoke test of the tuner): it evaluates candidates in
+# child processes, writes its outputs, resumes from the database, and refuses bad input clearly.
+# Usage: tune_test.sh path/to/tactician path/to/bundled/model/dir
+set -u
+bin="$1"
+model="$2/model.onnx"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL $*"; fails=$((fails+1)); }
+
+"$bin" tune "$model" --strategy fast --knobs "memory.*,pass.fuse_*" --max-candidates 5 --budget 120s --threads 1 \
+  --db "$tmp/t.db" --out "$tmp/out" --json --quiet > "$tmp/out1" 2> "$tmp/err1" || { fail "tune exited $?"; cat "$tmp/err1"; }
+last=$(tail -1 "$tmp/out1")
+python3 - "$last" <<'PY' || fail "summary JSON"
+import json, sys
+s = json.loads(sys.argv[1])
+for k in ("default_ms", "best_ms", "speedup", "candidates", "failed", "rejected", "best_route", "accuracy"):
+    assert k in s, k
+assert s["candidates"] == 5, s["candidates"]
+assert s["default_ms"] > 0 and s["best_ms"] > 0
+PY
+for f in best.plan best.route summary.json; do [ -s "$tmp/out/$f" ] || fail "missing $f"; done
+# The saved best route replays, and the saved plan runs and passes check against the reference.
+"$bin" build "$model" --route-file "$tmp/out/best.route" > /dev/null 2>&1 || fail "best.route does not build"
+"$bin" run "$model" --plan "$tmp/out/best.plan" --random-inputs > /dev/null 2>&1 || fail "best.plan does not run"
+# Resume: the same command evaluates new routes only.
+"$bin" tune "$model" --strategy fast --knobs "memory.*,pass.fuse_*" --max-candidates 2 --budget 120s --threads 1 \
+  --db "$tmp/t.db" --json --quiet > "$tmp/out2" 2>&1 || fail "second tune exited $?"
+python3 - "$(tail -1 "$tmp/out2")" <<'PY' || fail "resume"
+import json, sys
+s = json.loads(sys.argv[1])
+assert s["resumed"] >= 5, s["resumed"]
+PY
+# Bad input: clear one-line errors, exit code 2.
+for args in "--tolerance cos<=0.5" "--tolerance frob>=1" "--knobs nosuch.*" "--budget 10x" "--strategy annealing"; do
+  # shellcheck disable=SC2086
+  "$bin" tune "$model" $args --db "$tmp/t.db" > "$tmp/o" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] || fail "tune $args: exit code $rc, wanted 2"
+  grep -q "tactician tune:" "$tmp/o" || fail "tune $args: no error message"
+done
+[ $fails -eq 0 ] && echo "tune smoke test passed" || { echo "$fails tune checks failed"; exit 1; }
