@@ -84,7 +84,7 @@ class WinogradKernel final : public Kernel {
     for (int64_t m = 0; m < g.M; ++m)
       for (int64_t c = 0; c < g.C; ++c) {
         const float* k = src + (m * g.C + c) * 9;
-        double t[6][3], col[3], o[6];
+        double t[6][3] = {}, col[3] = {}, o[6] = {};
         for (int j = 0; j < 3; ++j) {  // columns: G applied along kh
           for (int r = 0; r < 3; ++r) col[r] = k[r * 3 + j];
           weight1d(tm, col, o);
