@@ -14,7 +14,7 @@ for p in clang libclang-rt-14-dev; do
   fi
 done
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAC_FUZZ=ON >/dev/null
-ninja -C build-fuzz fuzz_load_model >/dev/null
+ninja -C build-fuzz fuzz_load_model > build-fuzz.log 2>&1 || { tail -20 build-fuzz.log; echo "fuzz.sh: building the fuzz target failed" >&2; exit 1; }
 
 corpus=build-fuzz/corpus
 if [ ! -d "$corpus" ]; then
