@@ -19,7 +19,7 @@ done
 packages=(cmake ninja-build g++ ccache pkg-config
           libonnx-dev libprotobuf-dev protobuf-compiler
           libgtest-dev libgmock-dev
-          libdnnl-dev libopenblas-openmp-dev libsqlite3-dev libbenchmark-dev)
+          libdnnl-dev libopenblas-openmp-dev libsqlite3-dev libbenchmark-dev python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -269,9 +269,9 @@ struct Ranked {
   std::vector<std::string> not_applicable;
 };
 
-Ranked rank_tactics(const kernels::StepDesc& s) {
+Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults) {
   Ranked r;
-  for (const kernels::Tactic* t : kernels::tactics_for(s.node->op)) {
+  for (const kernels::Tactic* t : kernels::tactics_for(s.node->op, planted_faults)) {
     Status st = t->applies(s);
     if (st.is_ok()) r.candidates.emplace_back(t, t->cost(s));
     else r.not_applicable.push_back(std::string(t->name) + ": " + st.message());
@@ -424,7 +424,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
     for (const ir::Node& n : g->graph.nodes) {
       std::vector<int> inputs = n.inputs;
       for (int v : implicit_inputs(g->graph, n)) inputs.push_back(v);
-      Ranked r2 = rank_tactics(step_desc(g->graph, n, inputs, threads));
+      Ranked r2 = rank_tactics(step_desc(g->graph, n, inputs, threads), opts.planted_faults);
       if (r2.candidates.empty()) return unsupported(n.label() + ": no tactic applies (" +
                                                     (r2.not_applicable.empty() ? "no kernel for this op" : r2.not_applicable[0]) + ")");
       auto [it, fresh] = values.emplace(n.name, std::vector<std::string>{"auto"});
@@ -472,7 +472,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     for (int v : implicit_inputs(g, n)) step.inputs.push_back(v);
     step.outputs = n.outputs;
     kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
-    Ranked ranked = rank_tactics(desc);
+    Ranked ranked = rank_tactics(desc, opts.planted_faults);
     if (prune > 0 && static_cast<int64_t>(ranked.candidates.size()) > prune) ranked.candidates.resize(static_cast<size_t>(prune));
     if (ranked.candidates.empty())
       return unsupported(n.label() + ": no tactic applies" +

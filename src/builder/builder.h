@@ -13,6 +13,8 @@ struct BuildOptions {
   // Values of symbolic input dims ("batch" -> 1). Unbound symbols are 1. Plans are built for
   // fixed shapes.
   std::map<std::string, int64_t> dims;
+  // Offer the planted-fault tactics (kernels/planted_faults.cc) too: tests of the tuner only.
+  bool planted_faults = false;
 };
 
 // Every knob that exists for this model on the CPU backend: global knobs, one per pass, and a

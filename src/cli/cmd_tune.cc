@@ -24,12 +24,13 @@ int cmd_tune(int argc, char** argv) {
       "resumes from the database. --out DIR gets best.plan, best.route and summary.json.\n"
       "  --budget         wall time (90s, 10m, 1h); the tuner stops cleanly and keeps the best so far\n"
       "  --inputs DIR     input_K.pb (and output_K.pb as the reference; else the reference interpreter)\n"
-      "  --knobs          only knobs matching these globs, e.g. \"tactic.*,pass.fuse_*\"\n";
+      "  --knobs          only knobs matching these globs, e.g. \"tactic.*,pass.fuse_*\"\n"
+      "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
                    "--tolerance-file", "--inputs", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
                    "--batch"},
-                  {"--json", "--help", "--quiet"}, args, err) ||
+                  {"--json", "--help", "--quiet", "--plant-faults"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician tune: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
@@ -78,6 +79,7 @@ int cmd_tune(int argc, char** argv) {
     o.tolerance = *t;
   }
   o.inputs_dir = args.get("--inputs");
+  o.planted_faults = args.has("--plant-faults");  // tests only: crashing, hanging, wrong tactics
   o.db_path = args.get("--db", "tuning.db");
   o.out_dir = args.get("--out");
   if (!o.out_dir.empty()) {

@@ -4,17 +4,20 @@
 
 namespace tac::kernels {
 
-std::vector<const Tactic*> tactics_for(ir::OpKind op) {
+std::vector<const Tactic*> tactics_for(ir::OpKind op, bool planted_faults) {
   std::vector<const Tactic*> out;
   // Explicit list of the family tables; the reference fallback goes last.
   for (std::span<const Tactic> table : {gemm_tactics(), conv_tactics(), elementwise_tactics(), reference_tactics()})
     for (const Tactic& t : table)
       if (t.op == op) out.push_back(&t);
+  if (planted_faults)
+    for (const Tactic& t : planted_fault_tactics())
+      if (t.op == op) out.push_back(&t);
   return out;
 }
 
 const Tactic* find_tactic(ir::OpKind op, const std::string& name) {
-  for (const Tactic* t : tactics_for(op))
+  for (const Tactic* t : tactics_for(op, /*planted_faults=*/true))
     if (name == t->name) return t;
   return nullptr;
 }

@@ -60,8 +60,10 @@ struct Tactic {
   Result<std::unique_ptr<Kernel>> (*prepare)(const StepDesc& step);
 };
 
-// Every tactic for `op` (the reference fallback included, always last).
-std::vector<const Tactic*> tactics_for(ir::OpKind op);
+// Every tactic for `op` (the reference fallback included, always last). With
+// `planted_faults`, also the planted-fault tactics (tests of the tuner's fault handling only:
+// one crashes, one hangs, one computes wrong numbers; never offered otherwise).
+std::vector<const Tactic*> tactics_for(ir::OpKind op, bool planted_faults = false);
 // The tactic `name` for `op`, or nullptr.
 const Tactic* find_tactic(ir::OpKind op, const std::string& name);
 
@@ -81,5 +83,6 @@ std::span<const Tactic> reference_tactics();  // one "reference" tactic per op, 
 std::span<const Tactic> gemm_tactics();
 std::span<const Tactic> conv_tactics();
 std::span<const Tactic> elementwise_tactics();
+std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
 
 }  // namespace tac::kernels

@@ -57,6 +57,7 @@ int run_evaluate_command(int argc, char** argv) {
     else if (k == "--save-plan") req.save_plan = v;
     else if (k == "--check") req.check = v == "1";
     else if (k == "--measure") req.measure = v == "1";
+    else if (k == "--plant-faults") req.planted_faults = v == "1";
     else {
       std::fprintf(stderr, "tactician evaluate: unknown flag %s\n", k.c_str());
       return 2;
@@ -67,6 +68,7 @@ int run_evaluate_command(int argc, char** argv) {
   auto route = builder::Route::parse(req.route);
   if (!route) return child_fail("build_failed", route.status().to_string());
   builder::BuildOptions opts;
+  opts.planted_faults = req.planted_faults;
   for (const std::string& d : req.dims) {
     auto eq = d.find('=');
     if (eq != std::string::npos) opts.dims[d.substr(0, eq)] = std::strtoll(d.c_str() + eq + 1, nullptr, 10);
@@ -153,7 +155,8 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
                                    "--route", req.route, "--tolerance", req.tolerance,
                                    "--min-seconds", std::to_string(req.min_seconds), "--min-runs",
                                    std::to_string(req.min_runs), "--check", req.check ? "1" : "0",
-                                   "--measure", req.measure ? "1" : "0"};
+                                   "--measure", req.measure ? "1" : "0", "--plant-faults",
+                                   req.planted_faults ? "1" : "0"};
   for (const std::string& d : req.dims) {
     args.push_back("--dim");
     args.push_back(d);

@@ -24,6 +24,7 @@ struct EvalRequest {
   std::string save_plan;          // if set, the child also saves the plan there
   bool check = true;              // run the accuracy gate
   bool measure = true;            // time the engine
+  bool planted_faults = false;    // offer the planted-fault tactics (tests of the tuner)
 };
 
 struct EvalResult {

@@ -236,6 +236,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   TAC_RETURN_IF_ERROR(prepare_reference(model, opts, work + "/data", dims));
   builder::BuildOptions bopts;
   bopts.dims = dims;
+  bopts.planted_faults = opts.planted_faults;
   TAC_ASSIGN_OR_RETURN(builder::KnobSpace knobs, builder::knob_space(model, bopts));
   const std::string threads = std::to_string(opts.threads);
   if (const builder::Knob* t = knobs.find("threads");
@@ -259,6 +260,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     rq.dims = dim_flags;
     rq.min_seconds = seconds;
     rq.min_runs = 10;
+    rq.planted_faults = opts.planted_faults;
     return rq;
   };
   auto with_threads = [&](builder::Route r) {

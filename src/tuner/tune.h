@@ -34,6 +34,7 @@ struct TuneOptions {
   double cheap_seconds = 0.3;   // measurement of every candidate ...
   double careful_seconds = 1.0; // ... and of challengers and the final comparison
   int final_rounds = 3;         // A/B rounds of the final default-vs-best comparison
+  bool planted_faults = false;  // search the planted-fault tactics too (tests of fault handling)
 };
 
 struct TuneSummary {
