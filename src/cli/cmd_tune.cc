@@ -125,7 +125,8 @@ int cmd_tune(int argc, char** argv) {
     std::printf("tuning cost %.0f s of wall time; it pays back after %.0f inferences\n", s.wall_s,
                 s.wall_s * 1e3 / saved_ms);
   if (!o.out_dir.empty())
-    std::printf("wrote %s/best.plan, best.route, summary.json; database %s\n", o.out_dir.c_str(), o.db_path.c_str());
+    std::printf("wrote %s/best.plan, best.route, summary.json, report.html; database %s\n", o.out_dir.c_str(),
+                o.db_path.c_str());
   if (args.has("--json")) std::printf("%s\n", s.to_json().c_str());
   return 0;
 }

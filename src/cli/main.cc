@@ -58,7 +58,8 @@ void usage(FILE* f) {
                "                              compare with their expected outputs\n"
                "  bench MODEL.onnx|F.plan     end-to-end latency (median, p10, p90, cv)\n"
                "  profile MODEL.onnx          per-step times in the engine vs the same tactics timed alone\n"
-               "  tune MODEL.onnx --budget 10m  search whole engines for the fastest within the tolerance\n\n"
+               "  tune MODEL.onnx --budget 10m  search whole engines for the fastest within the tolerance\n"
+               "  report TUNING.db -o F.html  HTML report of a tuning database (and --jsonl export)\n\n"
                "`tactician <command> --help` describes a command's options.\n");
 }
 }  // namespace
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return tac::cli::cmd_bench(argc, argv);
   if (cmd == "profile") return tac::cli::cmd_profile(argc, argv);
   if (cmd == "tune") return tac::cli::cmd_tune(argc, argv);
+  if (cmd == "report") return tac::cli::cmd_report(argc, argv);
   if (cmd == "evaluate") return tac::tuner::run_evaluate_command(argc, argv);  // internal: the tuner's child
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     usage(stdout);

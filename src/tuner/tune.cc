@@ -17,6 +17,7 @@
 #include "kernels/tactic_check.h"
 #include "reference/interpreter.h"
 #include "tuner/database.h"
+#include "tuner/report.h"
 #include "tuner/strategy.h"
 
 #ifndef TAC_VERSION
@@ -418,6 +419,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
                                                 << incumbent.route << "\n";
     sum.wall_s = elapsed();
     std::ofstream(opts.out_dir + "/summary.json") << sum.to_json() << "\n";
+    TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html"));
   }
   sum.wall_s = elapsed();
   if (opts.out_dir.empty()) fs::remove_all(work);

@@ -21,7 +21,7 @@ for k in ("default_ms", "best_ms", "speedup", "candidates", "failed", "rejected"
 assert s["candidates"] == 5, s["candidates"]
 assert s["default_ms"] > 0 and s["best_ms"] > 0
 PY
-for f in best.plan best.route summary.json; do [ -s "$tmp/out/$f" ] || fail "missing $f"; done
+for f in best.plan best.route summary.json report.html; do [ -s "$tmp/out/$f" ] || fail "missing $f"; done
 # The saved best route replays, and the saved plan runs and passes check against the reference.
 "$bin" build "$model" --route-file "$tmp/out/best.route" > /dev/null 2>&1 || fail "best.route does not build"
 "$bin" run "$model" --plan "$tmp/out/best.plan" --random-inputs > /dev/null 2>&1 || fail "best.plan does not run"
@@ -33,6 +33,10 @@ import json, sys
 s = json.loads(sys.argv[1])
 assert s["resumed"] >= 5, s["resumed"]
 PY
+# The report and the JSONL export from the database.
+"$bin" report "$tmp/t.db" -o "$tmp/r.html" --jsonl "$tmp/c.jsonl" > /dev/null 2>&1 || fail "report"
+grep -q "<svg" "$tmp/r.html" || fail "report has no plots"
+[ "$(wc -l < "$tmp/c.jsonl")" -ge 7 ] || fail "jsonl has too few lines"
 # Bad input: clear one-line errors, exit code 2.
 for args in "--tolerance cos<=0.5" "--tolerance frob>=1" "--knobs nosuch.*" "--budget 10x" "--strategy annealing"; do
   # shellcheck disable=SC2086
