@@ -116,12 +116,16 @@ int cmd_tune(int argc, char** argv) {
   std::printf("tuned %s with %s: %d candidates evaluated (%d failed, %d rejected, %d resumed) in %.0f s; stopped: %s\n",
               o.model_path.c_str(), o.strategy.c_str(), s.candidates, s.failed, s.rejected, s.resumed, s.wall_s,
               s.stop_reason.c_str());
-  std::printf("search space: %zu dimensions, %llu points\n", s.dimensions, static_cast<unsigned long long>(s.space_size));
+  if (s.space_size == UINT64_MAX) std::printf("search space: %zu dimensions, more than 1.8e19 points\n", s.dimensions);
+  else std::printf("search space: %zu dimensions, %llu points\n", s.dimensions, static_cast<unsigned long long>(s.space_size));
   std::printf("default route  %.3f ms\nbest route     %.3f ms\nspeed-up       %.3fx (over %d interleaved A/B rounds: %.3f to %.3f)\n",
               s.default_ms, s.best_ms, s.speedup, o.final_rounds, s.speedup_low, s.speedup_high);
-  std::printf("best route: %s\naccuracy of the best: %s\n", s.best_route.c_str(), s.best_metrics_json.c_str());
+  const bool is_default = s.best_route == "threads=" + std::to_string(o.threads);
+  std::printf("best route: %s%s\naccuracy of the best: %s\n", s.best_route.c_str(),
+              is_default ? "  (the default route: no candidate beat it by more than the measured noise)" : "",
+              s.best_metrics_json.c_str());
   double saved_ms = s.default_ms - s.best_ms;
-  if (saved_ms > 0)
+  if (saved_ms > 0 && !is_default)
     std::printf("tuning cost %.0f s of wall time; it pays back after %.0f inferences\n", s.wall_s,
                 s.wall_s * 1e3 / saved_ms);
   if (!o.out_dir.empty())
