@@ -30,15 +30,7 @@ Status fuse_conv(ir::Graph& g, PassContext& ctx) {
         }
       }
     }
-    std::optional<ir::Epilogue> ep;
-    if (has_single_user(users, y)) {
-      ir::Node& act = g.nodes[static_cast<size_t>(users[static_cast<size_t>(y)][0])];
-      if (!dead[static_cast<size_t>(act.index)] && (ep = activation_of(g, act))) {
-        dead[static_cast<size_t>(act.index)] = true;
-        y = act.outputs[0];
-        what += " + " + act.label();
-      }
-    }
+    std::optional<ir::Epilogue> ep = absorb_activation(g, users, dead, y, what);
     if (what.empty()) continue;
     std::string label = conv.label();
     conv.op = ir::OpKind::FusedConv;

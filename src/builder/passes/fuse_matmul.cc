@@ -76,15 +76,7 @@ Status fuse_matmul(ir::Graph& g, PassContext& ctx) {
       y = add.outputs[0];
       what += " + " + add.label();
     }
-    std::optional<ir::Epilogue> ep;
-    if (has_single_user(users, y)) {
-      ir::Node& act = g.nodes[static_cast<size_t>(users[static_cast<size_t>(y)][0])];
-      if (!dead[static_cast<size_t>(act.index)] && (ep = activation_of(g, act))) {
-        dead[static_cast<size_t>(act.index)] = true;
-        y = act.outputs[0];
-        what += " + " + act.label();
-      }
-    }
+    std::optional<ir::Epilogue> ep = absorb_activation(g, users, dead, y, what);
     if (what.empty()) continue;
     if (bias != ir::kNoValue) {  // store the bias 1-D
       const Tensor* t = constant_of(g, bias);

@@ -113,4 +113,17 @@ std::optional<std::vector<int64_t>> transpose_perm(const ir::Graph& g, const ir:
   return perm;
 }
 
+std::optional<ir::Epilogue> absorb_activation(const ir::Graph& g, const std::vector<std::vector<int>>& users,
+                                              std::vector<bool>& dead, int& y, std::string& what) {
+  if (!has_single_user(users, y)) return std::nullopt;
+  const ir::Node& act = g.nodes[static_cast<size_t>(users[static_cast<size_t>(y)][0])];
+  if (dead[static_cast<size_t>(act.index)]) return std::nullopt;
+  std::optional<ir::Epilogue> ep = activation_of(g, act);
+  if (!ep) return std::nullopt;
+  dead[static_cast<size_t>(act.index)] = true;
+  y = act.outputs[0];
+  what += " + " + act.label();
+  return ep;
+}
+
 }  // namespace tac::builder
