@@ -231,9 +231,24 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   TuneSummary sum;
   TAC_ASSIGN_OR_RETURN(ir::Model model, io::load_model(opts.model_path));
+  // Open the database first (creating its folder, as --out does): a locked or foreign file is
+  // refused before any work is done.
+  if (fs::path parent = fs::path(opts.db_path).parent_path(); !parent.empty()) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+  }
+  TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path));
   std::map<std::string, int64_t> dims = opts.dims;
   const std::string work = opts.out_dir.empty() ? (fs::temp_directory_path() / ("tactician-tune-" + std::to_string(::getpid()))).string()
                                                 : opts.out_dir;
+  // Without --out the reference data lives in a temporary folder, removed however tune() returns.
+  struct RemoveOnExit {
+    std::string dir;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{opts.out_dir.empty() ? work : std::string()};
   TAC_RETURN_IF_ERROR(prepare_reference(model, opts, work + "/data", dims));
   builder::BuildOptions bopts;
   bopts.dims = dims;
@@ -247,7 +262,6 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   sum.dimensions = space.dims.size();
   sum.space_size = space.size();
   TAC_ASSIGN_OR_RETURN(auto strategy, make_strategy(opts.strategy, space, opts.seed));
-  TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path));
   const std::string device = builder::device_fingerprint(), version = TAC_VERSION;
 
   std::vector<std::string> dim_flags;
@@ -422,7 +436,6 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html"));
   }
   sum.wall_s = elapsed();
-  if (opts.out_dir.empty()) fs::remove_all(work);
   return sum;
 }
 
