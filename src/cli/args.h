@@ -41,5 +41,6 @@ int cmd_bench(int argc, char** argv);
 int cmd_profile(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
 int cmd_report(int argc, char** argv);
+int cmd_explain(int argc, char** argv);
 
 }  // namespace tac::cli

@@ -59,7 +59,8 @@ void usage(FILE* f) {
                "  bench MODEL.onnx|F.plan     end-to-end latency (median, p10, p90, cv)\n"
                "  profile MODEL.onnx          per-step times in the engine vs the same tactics timed alone\n"
                "  tune MODEL.onnx --budget 10m  search whole engines for the fastest within the tolerance\n"
-               "  report TUNING.db -o F.html  HTML report of a tuning database (and --jsonl export)\n\n"
+               "  report TUNING.db -o F.html  HTML report of a tuning database (and --jsonl export)\n"
+               "  explain MODEL.onnx --db F   which knob changes carry the tuned speed-up (ablation)\n\n"
                "`tactician <command> --help` describes a command's options.\n");
 }
 }  // namespace
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
   if (cmd == "profile") return tac::cli::cmd_profile(argc, argv);
   if (cmd == "tune") return tac::cli::cmd_tune(argc, argv);
   if (cmd == "report") return tac::cli::cmd_report(argc, argv);
+  if (cmd == "explain") return tac::cli::cmd_explain(argc, argv);
   if (cmd == "evaluate") return tac::tuner::run_evaluate_command(argc, argv);  // internal: the tuner's child
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     usage(stdout);

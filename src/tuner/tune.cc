@@ -439,4 +439,73 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   return sum;
 }
 
+Result<Explanation> explain(const TuneOptions& opts) {
+  TAC_ASSIGN_OR_RETURN(ir::Model model, io::load_model(opts.model_path));
+  TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path));
+  TAC_ASSIGN_OR_RETURN(auto records, db->all(model.hash, builder::device_fingerprint(), TAC_VERSION));
+  const CandidateRecord* best = nullptr;
+  const std::string threads = "threads=" + std::to_string(opts.threads);
+  for (const CandidateRecord& r : records)  // same thread count only: otherwise not comparable
+    if (r.status == "ok" && r.threads == opts.threads && (!best || r.median_ms < best->median_ms)) best = &r;
+  if (!best)
+    return invalid_argument(opts.db_path + ": no successful candidate for " + opts.model_path + " at " + threads +
+                            " on this device and tool version; run `tactician tune` first");
+  Explanation ex;
+  ex.best_route = best->route;
+  TAC_ASSIGN_OR_RETURN(builder::Route win, builder::Route::parse(best->route));
+  win.values.erase("threads");
+  const std::string work = (fs::temp_directory_path() / ("tactician-explain-" + std::to_string(::getpid()))).string();
+  struct RemoveOnExit {
+    std::string dir;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{work};
+  std::map<std::string, int64_t> dims = opts.dims;
+  TAC_RETURN_IF_ERROR(prepare_reference(model, opts, work + "/data", dims));
+  std::vector<std::string> dim_flags;
+  for (const auto& [k, v] : dims) dim_flags.push_back(k + "=" + std::to_string(v));
+  // Median over `rounds` careful measurements of a route, interleaved by the caller's order.
+  auto time_route = [&](builder::Route r) -> double {
+    r.values["threads"] = std::to_string(opts.threads);
+    EvalRequest rq;
+    rq.model_path = opts.model_path;
+    rq.data_dir = work + "/data";
+    rq.route = r.to_string();
+    rq.tolerance = opts.tolerance.to_string();
+    rq.dims = dim_flags;
+    rq.min_seconds = opts.careful_seconds;
+    rq.check = false;
+    EvalResult res = evaluate_in_child(rq, opts.limits);
+    return res.status == "ok" ? res.median_ms : INFINITY;
+  };
+  std::vector<builder::Route> variants = {builder::Route{}, win};
+  for (const auto& [k, v] : win.values) {
+    builder::Route without = win;
+    without.values.erase(k);
+    variants.push_back(without);
+  }
+  std::vector<std::vector<double>> t(variants.size());
+  for (int round = 0; round < std::max(1, opts.final_rounds); ++round)  // interleaved rounds
+    for (size_t i = 0; i < variants.size(); ++i) t[i].push_back(time_route(variants[i]));
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  ex.default_ms = median(t[0]);
+  ex.best_ms = median(t[1]);
+  const double gain = ex.default_ms - ex.best_ms;
+  size_t i = 2;
+  for (const auto& [k, v] : win.values) {
+    KnobShare ks;
+    ks.knob = k + "=" + v;
+    ks.without_ms = median(t[i++]);
+    ks.share = gain > 0 ? (ks.without_ms - ex.best_ms) / gain : 0;
+    ex.knobs.push_back(ks);
+  }
+  std::sort(ex.knobs.begin(), ex.knobs.end(), [](const KnobShare& a, const KnobShare& b) { return a.share > b.share; });
+  return ex;
+}
+
 }  // namespace tac::tuner

@@ -62,4 +62,21 @@ Result<double> parse_duration(const std::string& text);
 using Progress = std::function<void(const std::string& line)>;
 Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress);
 
+// `tactician explain`: which knob changes carry the gain of the best recorded route, by ablation
+// from the winner back toward the default. Each knob the winner sets is reverted alone and the
+// result timed interleaved with the winner and the default (careful measurements in children).
+struct KnobShare {
+  std::string knob;      // "k=v" as the winner sets it
+  double without_ms = 0; // the winner with this knob back at its default
+  double share = 0;      // (without - best) / (default - best): this change's share of the gain
+};
+struct Explanation {
+  std::string best_route;
+  double default_ms = 0, best_ms = 0;
+  std::vector<KnobShare> knobs;  // largest share first
+};
+// Uses the database's best `ok` record for this model on this device and tool version;
+// opts supplies the model, threads, data, limits and measurement settings.
+Result<Explanation> explain(const TuneOptions& opts);
+
 }  // namespace tac::tuner

@@ -37,6 +37,11 @@ PY
 "$bin" report "$tmp/t.db" -o "$tmp/r.html" --jsonl "$tmp/c.jsonl" > /dev/null 2>&1 || fail "report"
 grep -q "<svg" "$tmp/r.html" || fail "report has no plots"
 [ "$(wc -l < "$tmp/c.jsonl")" -ge 7 ] || fail "jsonl has too few lines"
+# explain: an ablation table (or "no gain to explain") from the same database.
+"$bin" explain "$model" --db "$tmp/t.db" --threads 1 --rounds 1 > "$tmp/ex" 2>&1 || fail "explain exited $?"
+grep -qE "share|no gain to explain" "$tmp/ex" || fail "explain printed no explanation"
+"$bin" explain "$model" --db "$tmp/empty.db" --threads 1 > "$tmp/ex2" 2>&1
+[ $? -eq 2 ] && grep -q "no successful candidate" "$tmp/ex2" || fail "explain on an empty database"
 # Bad input: clear one-line errors, exit code 2.
 for args in "--tolerance cos<=0.5" "--tolerance frob>=1" "--knobs nosuch.*" "--budget 10x" "--strategy annealing"; do
   # shellcheck disable=SC2086
