@@ -87,15 +87,7 @@ class GemmConvKernel final : public Kernel {
     ScopedOmpThreads scope(g.threads);
     for (int64_t n = 0; n < g.N; ++n) {
       for (int64_t gr = 0; gr < g.G; ++gr) {
-        const float* xg = x + (n * g.C + gr * Cg) * g.hw();
-        const float* b = xg;
-        if (im2col_) {
-          im2col(xg, col);
-          b = col;
-        } else if (!direct) {
-          subsample(xg, col);
-          b = col;
-        }
+        const float* b = gemm_input(x + (n * g.C + gr * Cg) * g.hw(), col, direct);
         float* yg = y + (n * g.M + gr * Mg) * P;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(Mg), static_cast<int>(P),
                     static_cast<int>(K), 1.0f, w + gr * Mg * K, static_cast<int>(K), b, static_cast<int>(P), 0.0f, yg,
@@ -122,15 +114,7 @@ class GemmConvKernel final : public Kernel {
     if (!packed_) blk.pack_a = true;  // runtime weights: sgemm packs A blocks as it goes
     for (int64_t n = 0; n < g.N; ++n) {
       for (int64_t gr = 0; gr < g.G; ++gr) {
-        const float* xg = x + (n * g.C + gr * Cg) * g.hw();
-        const float* b = xg;
-        if (im2col_) {
-          im2col(xg, col);
-          b = col;
-        } else if (!direct) {
-          subsample(xg, col);
-          b = col;
-        }
+        const float* b = gemm_input(x + (n * g.C + gr * Cg) * g.hw(), col, direct);
         const int64_t off = (n * g.M + gr * Mg) * P;
         gemm::Operand a = packed_ ? gemm::Operand{packed_ + gr * per_group_, 0, 0, true}
                                   : gemm::Operand{w_in + gr * Mg * K, K, 1, false};
@@ -146,6 +130,15 @@ class GemmConvKernel final : public Kernel {
   }
 
   // col[(c*KH + kh)*KW + kw][oh*OW + ow] = x[c][oh*SH - PT + kh*DH][ow*SW - PL + kw*DW], 0 outside.
+  // The GEMM's B operand for one image and group: the input itself (1x1, stride 1), or its
+  // im2col columns / strided subsample written into `col`.
+  const float* gemm_input(const float* xg, float* col, bool direct) const {
+    if (im2col_) im2col(xg, col);
+    else if (!direct) subsample(xg, col);
+    else return xg;
+    return col;
+  }
+
   void im2col(const float* x, float* col) const {
     const ConvGeom& g = g_;
     const int64_t rows = g.Cg() * g.KH * g.KW;
