@@ -75,40 +75,6 @@ std::vector<Tensor> random_inputs(const runtime::Engine& e, uint64_t seed) {
   return out;
 }
 
-Result<Latency> measure(runtime::Engine& e, const std::vector<std::vector<Tensor>>& sets, int min_runs,
-                        double min_seconds, int warmup) {
-  for (int i = 0; i < warmup; ++i) {
-    auto r = e.run(sets[static_cast<size_t>(i) % sets.size()]);
-    if (!r) return r.status();
-  }
-  std::vector<double> ms;
-  auto start = std::chrono::steady_clock::now();
-  for (size_t i = 0;; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = e.run(sets[i % sets.size()]);
-    auto t1 = std::chrono::steady_clock::now();
-    if (!r) return r.status();
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    double elapsed = std::chrono::duration<double>(t1 - start).count();
-    if (static_cast<int>(ms.size()) >= min_runs && elapsed >= min_seconds) break;
-    if (elapsed > 20 * min_seconds + 60) break;  // a very slow engine: stop with what we have
-  }
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  auto pct = [&](double q) { return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5)]; };
-  Latency l;
-  l.runs = static_cast<int>(ms.size());
-  l.median_ms = pct(0.5);
-  l.p10_ms = pct(0.1);
-  l.p90_ms = pct(0.9);
-  double sum = 0, sq = 0;
-  for (double v : ms) sum += v;
-  l.mean_ms = sum / static_cast<double>(ms.size());
-  for (double v : ms) sq += (v - l.mean_ms) * (v - l.mean_ms);
-  l.cv = ms.size() > 1 ? std::sqrt(sq / static_cast<double>(ms.size() - 1)) / l.mean_ms : 0.0;
-  return l;
-}
-
 }  // namespace tac::cli
 
 namespace tac::cli {

@@ -9,6 +9,7 @@
 #include "core/datum.h"
 #include "cli/args.h"
 #include "runtime/engine.h"
+#include "runtime/measure.h"
 
 namespace tac::cli {
 
@@ -24,15 +25,9 @@ Result<builder::BuildOptions> build_options_from_args(const Args& args);
 Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, const ir::Model* model,
                                                           const builder::BuildOptions& opts);
 
-// Latency statistics of repeated end-to-end runs (DESIGN.md section 3 measurement protocol).
-struct Latency {
-  double median_ms = 0, p10_ms = 0, p90_ms = 0, mean_ms = 0, cv = 0;
-  int runs = 0;
-};
-// Warm-up, then runs until both `min_runs` and `min_seconds` are reached, rotating among the
-// input sets. Fails when a run fails.
-Result<Latency> measure(runtime::Engine& e, const std::vector<std::vector<Tensor>>& input_sets, int min_runs,
-                        double min_seconds, int warmup);
+// Latency statistics of repeated end-to-end runs: see runtime/measure.h.
+using runtime::Latency;
+using runtime::measure;
 
 // Seeded random inputs of the engine's input specs (normal floats, small non-negative ints).
 std::vector<Tensor> random_inputs(const runtime::Engine& e, uint64_t seed);

@@ -20,6 +20,7 @@
 #include "io/onnx_import.h"
 #include "io/tensor_io.h"
 #include "runtime/engine.h"
+#include "runtime/measure.h"
 #include "tuner/accuracy.h"
 
 namespace tac::tuner {
@@ -115,33 +116,13 @@ int run_evaluate_command(int argc, char** argv) {
     if (!violation.empty()) return child_fail("rejected", violation);
   }
   if (req.measure) {
-    // Warm-up, then runs until both the minimum count and time are reached.
-    for (int i = 0; i < 2; ++i) (void)(*engine)->run(inputs);
-    std::vector<double> ms;
-    auto start = std::chrono::steady_clock::now();
-    while (true) {
-      auto a = std::chrono::steady_clock::now();
-      auto r = (*engine)->run(inputs);
-      auto b = std::chrono::steady_clock::now();
-      if (!r) return child_fail("run_failed", r.status().to_string());
-      ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-      if (static_cast<int>(ms.size()) >= req.min_runs &&
-          std::chrono::duration<double>(b - start).count() >= req.min_seconds)
-        break;
-    }
-    std::vector<double> s = ms;
-    std::sort(s.begin(), s.end());
-    auto pct = [&](double q) { return s[static_cast<size_t>(q * static_cast<double>(s.size() - 1) + 0.5)]; };
-    double mean = 0, var = 0;
-    for (double v : ms) mean += v;
-    mean /= static_cast<double>(ms.size());
-    for (double v : ms) var += (v - mean) * (v - mean);
-    double cv = ms.size() > 1 ? std::sqrt(var / static_cast<double>(ms.size() - 1)) / mean : 0;
-    report("median_ms", std::to_string(pct(0.5)));
-    report("p10_ms", std::to_string(pct(0.1)));
-    report("p90_ms", std::to_string(pct(0.9)));
-    report("cv", std::to_string(cv));
-    report("runs", std::to_string(ms.size()));
+    auto lat = runtime::measure(**engine, {inputs}, req.min_runs, req.min_seconds, /*warmup=*/2);
+    if (!lat) return child_fail("run_failed", lat.status().to_string());
+    report("median_ms", std::to_string(lat->median_ms));
+    report("p10_ms", std::to_string(lat->p10_ms));
+    report("p90_ms", std::to_string(lat->p90_ms));
+    report("cv", std::to_string(lat->cv));
+    report("runs", std::to_string(lat->runs));
   }
   report("status", "ok");
   std::fflush(stdout);
