@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/json.h"
+
 namespace tac::builder {
 
 const char* scope_name(KnobScope s) {
@@ -29,14 +31,6 @@ const Knob* KnobSpace::find(const std::string& name) const {
 }
 
 namespace {
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) o += c;
-  }
-  return o + "\"";
-}
 }  // namespace
 
 std::string KnobSpace::to_json() const {
@@ -44,10 +38,10 @@ std::string KnobSpace::to_json() const {
   for (size_t i = 0; i < knobs_.size(); ++i) {
     const Knob& k = knobs_[i];
     j += i ? ",\n " : "";
-    j += "{\"name\": " + json_str(k.name) + ", \"values\": [";
-    for (size_t v = 0; v < k.values.size(); ++v) j += (v ? ", " : "") + json_str(k.values[v]);
-    j += "], \"default\": " + json_str(k.default_value) + ", \"help\": " + json_str(k.help) +
-         ", \"scope\": " + json_str(scope_name(k.scope)) + (k.group.empty() ? "" : ", \"group\": " + json_str(k.group)) + "}";
+    j += "{\"name\": " + json_quote(k.name) + ", \"values\": [";
+    for (size_t v = 0; v < k.values.size(); ++v) j += (v ? ", " : "") + json_quote(k.values[v]);
+    j += "], \"default\": " + json_quote(k.default_value) + ", \"help\": " + json_quote(k.help) +
+         ", \"scope\": " + json_quote(scope_name(k.scope)) + (k.group.empty() ? "" : ", \"group\": " + json_quote(k.group)) + "}";
   }
   return j + "]";
 }

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "cli/args.h"
+#include "core/json.h"
 #include "io/onnx_import.h"
 #include "ir/shape_inference.h"
 #include "reference/interpreter.h"
@@ -19,16 +20,6 @@ void count_ops(const ir::Graph& g, std::map<std::string, int>& ops) {
       for (const auto& sg : a.graphs) count_ops(*sg, ops);
     }
   }
-}
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o;
 }
 
 }  // namespace
@@ -68,33 +59,33 @@ int cmd_info(int argc, char** argv) {
   auto missing = ref::unsupported_nodes(g);
 
   if (args.has("--json")) {
-    std::string j = "{\"model\": \"" + json_escape(m.path) + "\", \"ir_version\": " + std::to_string(m.ir_version) +
+    std::string j = "{\"model\": " + json_quote(m.path) + ", \"ir_version\": " + std::to_string(m.ir_version) +
                     ", \"opsets\": {";
     bool first = true;
     for (const auto& [d, v] : m.opsets) {
-      j += std::string(first ? "" : ", ") + "\"" + json_escape(d.empty() ? "ai.onnx" : d) + "\": " + std::to_string(v);
+      j += std::string(first ? "" : ", ") + json_quote(d.empty() ? "ai.onnx" : d) + ": " + std::to_string(v);
       first = false;
     }
     j += "}, \"inputs\": [";
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       const ir::Value& v = g.values[static_cast<size_t>(g.inputs[i])];
-      j += std::string(i ? ", " : "") + "{\"name\": \"" + json_escape(v.name) + "\", \"type\": \"" + json_escape(v.type.to_string()) + "\"}";
+      j += std::string(i ? ", " : "") + "{\"name\": " + json_quote(v.name) + ", \"type\": " + json_quote(v.type.to_string()) + "}";
     }
     j += "], \"outputs\": [";
     for (size_t i = 0; i < g.outputs.size(); ++i) {
       const ir::Value& v = g.values[static_cast<size_t>(g.outputs[i])];
-      j += std::string(i ? ", " : "") + "{\"name\": \"" + json_escape(v.name) + "\", \"type\": \"" + json_escape(v.type.to_string()) + "\"}";
+      j += std::string(i ? ", " : "") + "{\"name\": " + json_quote(v.name) + ", \"type\": " + json_quote(v.type.to_string()) + "}";
     }
     j += "], \"nodes\": " + std::to_string(g.node_count_recursive()) + ", \"ops\": {";
     first = true;
     for (const auto& [op, c] : ops) {
-      j += std::string(first ? "" : ", ") + "\"" + json_escape(op) + "\": " + std::to_string(c);
+      j += std::string(first ? "" : ", ") + json_quote(op) + ": " + std::to_string(c);
       first = false;
     }
     j += "}, \"parameters\": " + std::to_string(params) + ", \"parameter_bytes\": " + std::to_string(param_bytes) +
          ", \"unsupported\": [";
     for (size_t i = 0; i < missing.size(); ++i)
-      j += std::string(i ? ", " : "") + "\"" + json_escape(missing[i]->label()) + "\"";
+      j += std::string(i ? ", " : "") + json_quote(missing[i]->label());
     j += "]}";
     std::printf("%s\n", j.c_str());
     return 0;

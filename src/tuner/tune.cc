@@ -11,6 +11,7 @@
 #include <set>
 
 #include "builder/builder.h"
+#include "core/json.h"
 #include "io/onnx_import.h"
 #include "io/tensor_io.h"
 #include "io/test_case.h"
@@ -41,15 +42,6 @@ std::string fmt(double v, int prec = 3) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
   return b;
-}
-
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) o += c;
-  }
-  return o + "\"";
 }
 
 }  // namespace
@@ -135,9 +127,9 @@ std::string TuneSummary::to_json() const {
          fmt(speedup, 4) + ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
          ", \"candidates\": " + std::to_string(candidates) + ", \"failed\": " + std::to_string(failed) +
          ", \"rejected\": " + std::to_string(rejected) + ", \"resumed\": " + std::to_string(resumed) +
-         ", \"best_route\": " + json_str(best_route) + ", \"accuracy\": " + best_metrics_json +
+         ", \"best_route\": " + json_quote(best_route) + ", \"accuracy\": " + best_metrics_json +
          ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) + ", \"stop_reason\": " +
-         json_str(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
+         json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
          std::to_string(space_size) + "}";
 }
 
