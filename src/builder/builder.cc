@@ -367,6 +367,22 @@ std::string node_signature(const ir::Graph& g, const ir::Node& n) {
 
 }  // namespace
 
+Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, BuildOptions& opts) {
+  for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); ++i) {
+    const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
+    if (!inputs[i].is_tensor() || !t.has_shape || t.dims.size() != inputs[i].tensor.shape().size()) continue;
+    for (size_t k = 0; k < t.dims.size(); ++k) {
+      if (t.dims[k].known() || t.dims[k].symbol.empty()) continue;
+      int64_t v = inputs[i].tensor.shape()[k];
+      auto [it, fresh] = opts.dims.emplace(t.dims[k].symbol, v);
+      if (!fresh && it->second != v)
+        return invalid_argument("dim '" + t.dims[k].symbol + "' is " + std::to_string(it->second) + " in one input and " +
+                                std::to_string(v) + " in another");
+    }
+  }
+  return Status::ok();
+}
+
 kernels::StepDesc step_desc_of(const Plan& plan, size_t i) {
   const PlanStep& st = plan.steps[i];
   return step_desc(plan.model.graph, plan.model.graph.nodes[static_cast<size_t>(st.node)], st.inputs, plan.threads);

@@ -6,6 +6,7 @@
 
 #include "builder/knobs.h"
 #include "builder/plan.h"
+#include "core/datum.h"
 
 namespace tac::builder {
 
@@ -16,6 +17,10 @@ struct BuildOptions {
   // Offer the planted-fault tactics (kernels/planted_faults.cc) too: tests of the tuner only.
   bool planted_faults = false;
 };
+
+// Binds the model's symbolic input dims to the shapes of the given inputs; a dim already bound
+// (by --dim or another input) to a different size is an error naming it.
+Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, BuildOptions& opts);
 
 // Every knob that exists for this model on the CPU backend: global knobs, one per pass, and a
 // tactic knob per node (values: "auto" and the node's applicable tactics).

@@ -75,7 +75,7 @@ struct RunMode {
 // Runs one data set through an engine built for its input shapes.
 Result<std::vector<Datum>> run_engine(const ir::Model& m, const io::TestDataSet& ds, const RunMode& mode) {
   builder::BuildOptions opts;
-  TAC_RETURN_IF_ERROR(bind_dims(m.graph, ds.inputs, opts));
+  TAC_RETURN_IF_ERROR(builder::bind_dims(m.graph, ds.inputs, opts));
   std::vector<Tensor> inputs;
   for (const Datum& d : ds.inputs) {
     if (!d.is_tensor()) return unsupported("engines take tensor inputs only (this test feeds a sequence or optional)");

@@ -153,7 +153,7 @@ int cmd_run(int argc, char** argv) {
     }
     builder::BuildOptions opts;
     opts.dims = dims;
-    Status bound = bind_dims(g, inputs, opts);
+    Status bound = builder::bind_dims(g, inputs, opts);
     if (!bound) {
       std::fprintf(stderr, "tactician run: %s\n", bound.to_string().c_str());
       return 2;

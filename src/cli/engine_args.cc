@@ -76,21 +76,3 @@ std::vector<Tensor> random_inputs(const runtime::Engine& e, uint64_t seed) {
 }
 
 }  // namespace tac::cli
-
-namespace tac::cli {
-Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, builder::BuildOptions& opts) {
-  for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); ++i) {
-    const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
-    if (!inputs[i].is_tensor() || !t.has_shape || t.dims.size() != inputs[i].tensor.shape().size()) continue;
-    for (size_t k = 0; k < t.dims.size(); ++k) {
-      if (t.dims[k].known() || t.dims[k].symbol.empty()) continue;
-      int64_t v = inputs[i].tensor.shape()[k];
-      auto [it, fresh] = opts.dims.emplace(t.dims[k].symbol, v);
-      if (!fresh && it->second != v)
-        return invalid_argument("dim '" + t.dims[k].symbol + "' is " + std::to_string(it->second) + " in one input and " +
-                                std::to_string(v) + " in another");
-    }
-  }
-  return Status::ok();
-}
-}  // namespace tac::cli

@@ -34,8 +34,3 @@ std::vector<Tensor> random_inputs(const runtime::Engine& e, uint64_t seed);
 
 }  // namespace tac::cli
 
-namespace tac::cli {
-// Binds the model's symbolic input dims to the shapes of the given inputs (a dim bound twice
-// to different sizes is an error naming it).
-Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, builder::BuildOptions& opts);
-}  // namespace tac::cli

@@ -174,11 +174,10 @@ Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std:
     }
   }
   TAC_RETURN_IF_ERROR(ref::check_inputs(m.graph, inputs));
-  for (size_t i = 0; i < inputs.size(); ++i) {  // symbolic dims follow the data
-    const ir::ValueType& t = m.graph.values[static_cast<size_t>(m.graph.inputs[i])].type;
-    for (size_t k = 0; k < t.dims.size() && k < inputs[i].tensor.shape().size(); ++k)
-      if (!t.dims[k].known() && !t.dims[k].symbol.empty()) dims[t.dims[k].symbol] = inputs[i].tensor.shape()[k];
-  }
+  builder::BuildOptions bound;  // symbolic dims follow the data
+  bound.dims = dims;
+  TAC_RETURN_IF_ERROR(builder::bind_dims(m.graph, inputs, bound));
+  dims = bound.dims;
   if (expected.empty()) {
     TAC_ASSIGN_OR_RETURN(expected, ref::run_model(m, inputs));
   }

@@ -44,13 +44,8 @@ std::string dims_flags(const builder::BuildOptions& opts) {
 // Binds symbolic input dims from the test inputs (as `tactician check` does).
 builder::BuildOptions options_for(const ir::Model& m, const std::vector<Datum>& inputs) {
   builder::BuildOptions opts;
-  const ir::Graph& g = m.graph;
-  for (size_t i = 0; i < g.inputs.size() && i < inputs.size(); ++i) {
-    const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
-    if (!inputs[i].is_tensor() || t.dims.size() != inputs[i].tensor.shape().size()) continue;
-    for (size_t k = 0; k < t.dims.size(); ++k)
-      if (!t.dims[k].known() && !t.dims[k].symbol.empty()) opts.dims[t.dims[k].symbol] = inputs[i].tensor.shape()[k];
-  }
+  Status st = builder::bind_dims(m.graph, inputs, opts);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
   return opts;
 }
 
