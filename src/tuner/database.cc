@@ -56,6 +56,12 @@ constexpr const char* kCreateSchema =
     "  median_ms REAL, p10_ms REAL, p90_ms REAL, cv REAL,"
     "  runs INTEGER NOT NULL, threads INTEGER NOT NULL, unix_time REAL);"
     "CREATE INDEX candidates_by_key ON candidates (model_hash, device, tool_version, route);";
+// Added without a schema-version change: files of the first layout get it on open, and a tool
+// that does not know it ignores it.
+constexpr const char* kCreateMeasurements =
+    "CREATE TABLE IF NOT EXISTS measurements ("
+    "  candidate_id INTEGER NOT NULL REFERENCES candidates(id), kind TEXT NOT NULL,"
+    "  median_ms REAL, cv REAL, runs INTEGER NOT NULL, unix_time REAL);";
 
 // Owns one prepared statement.
 class Statement {
@@ -460,6 +466,7 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
     }
     TAC_RETURN_IF_ERROR(exec(db, path, "COMMIT", "cannot commit the new schema"));
   }
+  TAC_RETURN_IF_ERROR(exec(db, path, kCreateMeasurements, "cannot create the measurements table"));
   return d;
 }
 
@@ -499,6 +506,45 @@ Result<int64_t> Database::insert(const CandidateRecord& r) {
   // Autocommit: the statement is its own transaction, durable when step returns DONE.
   if (sqlite3_step(s) != SQLITE_DONE) return sqlite_error(path_, db_, "cannot insert candidate");
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Status Database::add_measurement(const Measurement& m) {
+  Statement st;
+  TAC_RETURN_IF_ERROR(prepare(db_, path_,
+                              "INSERT INTO measurements (candidate_id, kind, median_ms, cv, runs, unix_time) "
+                              "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                              st));
+  sqlite3_stmt* s = st.get();
+  int rc = sqlite3_bind_int64(s, 1, m.candidate_id);
+  if (rc == SQLITE_OK) rc = bind_text(s, 2, m.kind);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_double(s, 3, m.median_ms);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_double(s, 4, m.cv);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int(s, 5, m.runs);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_double(s, 6, m.unix_time);
+  if (rc != SQLITE_OK) return sqlite_error(path_, db_, "cannot bind measurement");
+  if (sqlite3_step(s) != SQLITE_DONE) return sqlite_error(path_, db_, "cannot insert measurement");
+  return Status::ok();
+}
+
+Result<std::vector<Measurement>> Database::measurements() {
+  Statement st;
+  TAC_RETURN_IF_ERROR(prepare(db_, path_,
+                              "SELECT candidate_id, kind, median_ms, cv, runs, unix_time FROM measurements ORDER BY rowid",
+                              st));
+  std::vector<Measurement> out;
+  int rc;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+    Measurement m;
+    m.candidate_id = sqlite3_column_int64(st.get(), 0);
+    m.kind = column_text(st.get(), 1);
+    m.median_ms = column_real(st.get(), 2);
+    m.cv = column_real(st.get(), 3);
+    m.runs = sqlite3_column_int(st.get(), 4);
+    m.unix_time = column_real(st.get(), 5);
+    out.push_back(std::move(m));
+  }
+  if (rc != SQLITE_DONE) return sqlite_error(path_, db_, "cannot read measurements");
+  return out;
 }
 
 // When a route was recorded more than once (a re-measurement), the most recent record wins.

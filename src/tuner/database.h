@@ -31,6 +31,17 @@ struct CandidateRecord {
   double unix_time = 0;  // when it was recorded
 };
 
+// A later, longer measurement of a recorded candidate (successive halving's upper rungs and the
+// interleaved acceptance test): `kind` is "rung1", "accept" (the challenger) or "incumbent" (the
+// incumbent timed in the same interleaved round).
+struct Measurement {
+  int64_t candidate_id = 0;
+  std::string kind;
+  double median_ms = 0, cv = 0;
+  int runs = 0;
+  double unix_time = 0;
+};
+
 class Database {
  public:
   // Opens (creating if needed) the database at `path`: WAL journal, busy timeout, schema
@@ -43,6 +54,10 @@ class Database {
 
   // Inserts one candidate (committed before it returns: a kill -9 afterwards loses nothing).
   Result<int64_t> insert(const CandidateRecord& r);
+  // Records a later measurement of candidate `m.candidate_id` (committed before it returns).
+  Status add_measurement(const Measurement& m);
+  // Every measurement of the file, in insertion order.
+  Result<std::vector<Measurement>> measurements();
   // The record of `route` for this model/device/version, if any.
   Result<std::optional<CandidateRecord>> find(const std::string& model_hash, const std::string& device,
                                               const std::string& tool_version, const std::string& route);

@@ -18,6 +18,7 @@
 #include "kernels/tactic_check.h"
 #include "reference/interpreter.h"
 #include "tuner/database.h"
+#include "tuner/halving.h"
 #include "tuner/report.h"
 #include "tuner/strategy.h"
 
@@ -322,19 +323,69 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return rec;
   };
 
+  auto now_unix = [] {
+    return static_cast<double>(
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  };
+  auto remeasure = [&](const std::string& route, double seconds) {
+    EvalRequest rq = request(route, seconds);
+    rq.check = false;
+    return evaluate_in_child(rq, opts.limits);
+  };
+  auto record = [&](int64_t id, const std::string& kind, const EvalResult& r) -> Status {
+    Measurement m;
+    m.candidate_id = id;
+    m.kind = kind;
+    m.median_ms = r.median_ms;
+    m.cv = r.cv;
+    m.runs = r.runs;
+    m.unix_time = now_unix();
+    return db->add_measurement(m);
+  };
+
+  // Successive halving, asynchronous (ASHA): rung 0 is the cheap measurement every candidate
+  // gets; a candidate in the top 1/kEta of rung 0 that is within the noise of the incumbent (or
+  // clearly faster than it) is promoted to rung 1, a kEta times longer measurement; the same rule
+  // promotes from rung 1 to rung 2, the acceptance test: careful measurements interleaved with
+  // the incumbent, A/B/A/B, where the challenger wins only by more than the measured noise.
+  constexpr int kEta = 3, kAccept = 2;
+  struct Entry {
+    CandidateRecord rec;
+    std::vector<double> score;  // measured median per rung reached
+  };
+  std::vector<Entry> entries;  // successful candidates, this run's and resumed ones
+  std::map<std::string, size_t> entry_of;
+  auto add_entry = [&](const CandidateRecord& rec) {
+    if (rec.status != "ok" || entry_of.count(rec.route)) return;
+    entry_of[rec.route] = entries.size();
+    entries.push_back({rec, {rec.median_ms}});
+  };
+  const double rung1_seconds = std::min(opts.careful_seconds, opts.cheap_seconds * kEta);
+
   // The default route first: it is the baseline and the answer if nothing beats it.
   const Point p0 = default_point(space);
   TAC_ASSIGN_OR_RETURN(CandidateRecord def, evaluate(p0, "default"));
   if (def.status != "ok")
     return Status(def.status == "rejected" ? ErrorKind::invalid_argument : ErrorKind::unsupported,
                   "the default route did not pass (" + def.status + ": " + def.reason + ")");
-  CandidateRecord incumbent = def;
+  for (const auto& [route, rec] : by_route)
+    if (point_of(space, *builder::Route::parse(rec.route), threads)) add_entry(rec);
+  add_entry(def);
+  // The incumbent starts as the default, measured at rung 1 too, so that promotions to rung 1
+  // compare like with like; a better resumed candidate has to win its acceptance test again.
+  size_t incumbent = entry_of.at(def.route);
+  {
+    EvalResult r = remeasure(def.route, rung1_seconds);
+    if (r.status != "ok") return internal_error("re-measuring the default route failed: " + r.reason);
+    TAC_RETURN_IF_ERROR(record(def.id, "rung1", r));
+    entries[incumbent].score.push_back(r.median_ms);
+  }
+  // Latency of the incumbent in the units of the default's cheap measurement (for the progress
+  // line and the strategies' scale).
   double incumbent_ms = def.median_ms;
-  for (const auto& [route, rec] : by_route)  // the best resumed candidate, if better
-    if (rec.status == "ok" && rec.median_ms < incumbent_ms && point_of(space, *builder::Route::parse(rec.route), threads)) {
-      incumbent = rec;
-      incumbent_ms = rec.median_ms;
-    }
+  if (elapsed() >= opts.budget_s)
+    return invalid_argument("--budget " + fmt(opts.budget_s, 0) + " s is too small: evaluating the default route alone took " +
+                            fmt(elapsed(), 1) + " s (give at least several times that)");
 
   auto budget_left = [&]() -> std::string {
     if (elapsed() >= opts.budget_s) return "time budget";
@@ -342,14 +393,55 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (opts.max_build_s >= 0 && sum.build_s >= opts.max_build_s) return "build-time budget";
     return {};
   };
+  int promoted[kAccept + 1] = {0, 0, 0};
   auto line = [&](const std::string& what) {
     if (!progress) return;
     progress("[tune] " + std::to_string(sum.candidates) + " evaluated (" + std::to_string(sum.failed) + " failed, " +
-             std::to_string(sum.rejected) + " rejected, " + std::to_string(sum.resumed) + " resumed)  best " +
-             fmt(incumbent_ms) + " ms = " + fmt(def.median_ms / incumbent_ms, 2) + "x default  " +
+             std::to_string(sum.rejected) + " rejected, " + std::to_string(sum.resumed) + " resumed; promoted " +
+             std::to_string(promoted[1]) + "/" + std::to_string(promoted[2]) + ")  best " + fmt(incumbent_ms) +
+             " ms = " + fmt(def.median_ms / incumbent_ms, 2) + "x default  " +
              fmt(std::max(0.0, opts.budget_s - elapsed()), 0) + " s left  " + what);
   };
   line("default " + fmt(def.median_ms) + " ms");
+
+  auto next = [&]() {
+    std::vector<std::vector<double>> scores;
+    for (const Entry& e : entries) scores.push_back(e.score);
+    return next_promotion(scores, incumbent, kEta, kAccept, std::max(0.02, entries[incumbent].rec.cv));
+  };
+  // Measures entries[i] at `rung`; at the acceptance rung it may become the incumbent.
+  auto promote = [&](size_t i, int rung) -> Status {
+    ++promoted[rung];
+    Entry& e = entries[i];
+    if (rung < kAccept) {
+      EvalResult r = remeasure(e.rec.route, rung1_seconds);
+      TAC_RETURN_IF_ERROR(record(e.rec.id, "rung" + std::to_string(rung), r));
+      e.score.push_back(r.status == "ok" ? r.median_ms : INFINITY);
+      return Status::ok();
+    }
+    Entry& inc = entries[incumbent];
+    std::vector<double> mi_v, mc_v;
+    for (int k = 0; k < 2; ++k) {
+      EvalResult ra = remeasure(inc.rec.route, opts.careful_seconds), rb = remeasure(e.rec.route, opts.careful_seconds);
+      TAC_RETURN_IF_ERROR(record(inc.rec.id, "incumbent", ra));
+      TAC_RETURN_IF_ERROR(record(e.rec.id, "accept", rb));
+      if (ra.status == "ok") mi_v.push_back(ra.median_ms);
+      if (rb.status == "ok") mc_v.push_back(rb.median_ms);
+    }
+    if (mi_v.empty() || mc_v.empty()) {
+      e.score.push_back(INFINITY);
+      return Status::ok();
+    }
+    const double mi = *std::min_element(mi_v.begin(), mi_v.end()), mc = *std::min_element(mc_v.begin(), mc_v.end());
+    e.score.push_back(mc);
+    const double noise = std::max({0.01, inc.rec.cv, e.rec.cv});
+    if (mc < mi * (1 - noise)) {
+      incumbent_ms = mc * (incumbent_ms / mi);
+      incumbent = i;
+      line("new best: " + (e.rec.route.empty() ? std::string("(default)") : e.rec.route));
+    }
+    return Status::ok();
+  };
 
   while (true) {
     if (std::string why = budget_left(); !why.empty()) {
@@ -365,35 +457,25 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
       if (!budget_left().empty()) break;
       auto rec = evaluate(p, opts.strategy);
       if (!rec) return rec.status();
-      // Noise-aware acceptance: a challenger that looks faster is re-measured carefully,
-      // interleaved with the incumbent, and wins only by more than the measured noise.
-      if (rec->status == "ok" && rec->median_ms < incumbent_ms * 0.98) {
-        std::vector<double> inc, ch;
-        for (int k = 0; k < 2; ++k) {
-          EvalRequest a = request(incumbent.route, opts.careful_seconds), b = request(rec->route, opts.careful_seconds);
-          a.check = b.check = false;
-          EvalResult ra = evaluate_in_child(a, opts.limits), rb = evaluate_in_child(b, opts.limits);
-          if (ra.status == "ok") inc.push_back(ra.median_ms);
-          if (rb.status == "ok") ch.push_back(rb.median_ms);
-        }
-        if (inc.empty() || ch.empty()) continue;
-        double mi = *std::min_element(inc.begin(), inc.end()), mc = *std::min_element(ch.begin(), ch.end());
-        double noise = std::max({0.01, incumbent.cv, rec->cv});
-        if (mc < mi * (1 - noise)) {
-          incumbent = *rec;
-          incumbent_ms = mc * (incumbent_ms / mi);  // in the units of the default's measurement
-          line("new best: " + (rec->route.empty() ? std::string("(default)") : rec->route));
-        }
-      }
+      add_entry(*rec);
+      while (elapsed() < opts.budget_s)
+        if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
+        else break;
       line("");
     }
   }
+  // Candidates still waiting at a lower rung when the space ran out: promote them too (within
+  // the time budget), so a finite search never ends with an unexamined near-winner.
+  while (elapsed() < opts.budget_s)
+    if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
+    else break;
+  const CandidateRecord best_rec = entries[incumbent].rec;
 
   // Final comparison, interleaved A/B/A/B, careful measurements.
   std::vector<double> da, db_;
   std::vector<double> ratios;
   for (int k = 0; k < opts.final_rounds; ++k) {
-    EvalRequest a = request(def.route, opts.careful_seconds), b = request(incumbent.route, opts.careful_seconds);
+    EvalRequest a = request(def.route, opts.careful_seconds), b = request(best_rec.route, opts.careful_seconds);
     a.check = b.check = false;
     EvalResult ra = evaluate_in_child(a, opts.limits), rb = evaluate_in_child(b, opts.limits);
     if (ra.status != "ok" || rb.status != "ok") continue;
@@ -410,18 +492,18 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   sum.speedup = sum.best_ms > 0 ? sum.default_ms / sum.best_ms : 1;
   sum.speedup_low = ratios.empty() ? sum.speedup : *std::min_element(ratios.begin(), ratios.end());
   sum.speedup_high = ratios.empty() ? sum.speedup : *std::max_element(ratios.begin(), ratios.end());
-  sum.best_route = incumbent.route;
-  sum.best_metrics_json = incumbent.metrics_json.empty() ? "[]" : incumbent.metrics_json;
+  sum.best_route = best_rec.route;
+  sum.best_metrics_json = best_rec.metrics_json.empty() ? "[]" : best_rec.metrics_json;
 
   if (!opts.out_dir.empty()) {
-    EvalRequest save = request(incumbent.route, 0);
+    EvalRequest save = request(best_rec.route, 0);
     save.measure = false;
     save.save_plan = opts.out_dir + "/best.plan";
     EvalResult rs = evaluate_in_child(save, opts.limits);
     if (rs.status != "ok") return internal_error("could not rebuild the best route to save it: " + rs.reason);
     std::ofstream(opts.out_dir + "/best.route") << "# tactician tune " << opts.model_path << ": best route, "
                                                 << fmt(sum.speedup, 3) << "x the default\n"
-                                                << incumbent.route << "\n";
+                                                << best_rec.route << "\n";
     sum.wall_s = elapsed();
     std::ofstream(opts.out_dir + "/summary.json") << sum.to_json() << "\n";
     TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html"));

@@ -81,6 +81,18 @@ TEST(Tune, EvaluatesRecordsAndResumes) {
   auto recs = (*db)->everything();
   ASSERT_TRUE(recs.is_ok());
   EXPECT_EQ(recs->size(), 6u);
+  // Successive halving: the default was re-measured on rung 1, and every later measurement
+  // refers to a recorded candidate.
+  auto ms = (*db)->measurements();
+  ASSERT_TRUE(ms.is_ok());
+  ASSERT_FALSE(ms->empty());
+  EXPECT_EQ((*ms)[0].kind, "rung1");
+  EXPECT_EQ((*ms)[0].candidate_id, (*recs)[0].id);
+  for (const Measurement& m : *ms) {
+    EXPECT_TRUE(m.kind == "rung1" || m.kind == "accept" || m.kind == "incumbent") << m.kind;
+    EXPECT_GE(m.candidate_id, (*recs)[0].id);
+    EXPECT_LE(m.candidate_id, recs->back().id);
+  }
   // A second run resumes: the routes already evaluated are not evaluated again.
   auto second = tune(o, {});
   ASSERT_TRUE(second.is_ok()) << second.status().to_string();
@@ -90,6 +102,12 @@ TEST(Tune, EvaluatesRecordsAndResumes) {
   EXPECT_EQ(recs2->size(), 6u + static_cast<size_t>(second->candidates));
   for (size_t i = 0; i < recs->size(); ++i)
     for (size_t j = recs->size(); j < recs2->size(); ++j) EXPECT_NE((*recs)[i].route, (*recs2)[j].route);
+  // A budget shorter than evaluating the default route is an error saying so.
+  o.budget_s = 0.01;
+  o.db_path = (dir / "t2.db").string();
+  auto tiny = tune(o, {});
+  ASSERT_FALSE(tiny.is_ok());
+  EXPECT_NE(tiny.status().to_string().find("too small"), std::string::npos) << tiny.status().to_string();
   fs::remove_all(dir);
 }
 
