@@ -25,12 +25,14 @@ int cmd_tune(int argc, char** argv) {
       "  --budget         wall time (90s, 10m, 1h); the tuner stops cleanly and keeps the best so far\n"
       "  --inputs DIR     input_K.pb (and output_K.pb as the reference; else the reference interpreter)\n"
       "  --knobs          only knobs matching these globs, e.g. \"tactic.*,pass.fuse_*\"\n"
+      "  --no-refine      keep same-signature nodes grouped (by default random/coordinate/evolution/tpe\n"
+      "                   spend the second half of the budget refining the costliest groups per node)\n"
       "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
                    "--tolerance-file", "--inputs", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
                    "--batch"},
-                  {"--json", "--help", "--quiet", "--plant-faults"}, args, err) ||
+                  {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician tune: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
@@ -58,6 +60,7 @@ int cmd_tune(int argc, char** argv) {
     if (!b) return fail(b.status(), 2);
     o.limits.timeout_s = *b;
   }
+  o.refine = !args.has("--no-refine");
   if (args.has("--max-candidates")) o.max_candidates = std::atoll(args.get("--max-candidates").c_str());
   if (args.has("--batch")) o.batch = static_cast<size_t>(std::max(1, std::atoi(args.get("--batch").c_str())));
   o.seed = std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10);

@@ -59,6 +59,7 @@ int run_evaluate_command(int argc, char** argv) {
     else if (k == "--check") req.check = v == "1";
     else if (k == "--measure") req.measure = v == "1";
     else if (k == "--plant-faults") req.planted_faults = v == "1";
+    else if (k == "--profile") req.profile = v == "1";
     else {
       std::fprintf(stderr, "tactician evaluate: unknown flag %s\n", k.c_str());
       return 2;
@@ -124,6 +125,24 @@ int run_evaluate_command(int argc, char** argv) {
     report("cv", std::to_string(lat->cv));
     report("runs", std::to_string(lat->runs));
   }
+  if (req.profile) {  // one line per node: "node_ms <ms> <name>" (names hold no spaces)
+    const builder::Plan& plan = (*engine)->plan();
+    std::vector<std::vector<double>> per_step(plan.steps.size());
+    for (int k = 0; k < std::max(5, req.min_runs); ++k) {
+      std::vector<double> ns;
+      auto o = (*engine)->run_profiled(inputs, ns);
+      if (!o) return child_fail("run_failed", o.status().to_string());
+      for (size_t i = 0; i < ns.size() && i < per_step.size(); ++i) per_step[i].push_back(ns[i]);
+    }
+    std::map<std::string, double> node_ms;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      std::vector<double>& v = per_step[i];
+      if (v.empty()) continue;
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      node_ms[plan.model.graph.nodes[static_cast<size_t>(plan.steps[i].node)].name] += v[v.size() / 2] / 1e6;
+    }
+    for (const auto& [name, ms] : node_ms) std::printf("node_ms %.6f %s\n", ms, name.c_str());
+  }
   report("status", "ok");
   std::fflush(stdout);
   return 0;
@@ -136,7 +155,8 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
                                    "--route", req.route, "--tolerance", req.tolerance,
                                    "--min-seconds", std::to_string(req.min_seconds), "--min-runs",
                                    std::to_string(req.min_runs), "--check", req.check ? "1" : "0",
-                                   "--measure", req.measure ? "1" : "0", "--plant-faults",
+                                   "--measure", req.measure ? "1" : "0", "--profile", req.profile ? "1" : "0",
+                                   "--plant-faults",
                                    req.planted_faults ? "1" : "0"};
   for (const std::string& d : req.dims) {
     args.push_back("--dim");
@@ -216,6 +236,10 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     else if (k == "p90_ms") r.p90_ms = std::strtod(v.c_str(), nullptr);
     else if (k == "cv") r.cv = std::strtod(v.c_str(), nullptr);
     else if (k == "runs") r.runs = std::atoi(v.c_str());
+    else if (k == "node_ms") {
+      auto sp2 = v.find(' ');
+      if (sp2 != std::string::npos) r.node_ms[v.substr(sp2 + 1)] = std::strtod(v.c_str(), nullptr);
+    }
   }
   if (killed) {
     r.status = "timeout";

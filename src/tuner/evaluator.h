@@ -4,6 +4,7 @@
 // the search goes on.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct EvalRequest {
   bool check = true;              // run the accuracy gate
   bool measure = true;            // time the engine
   bool planted_faults = false;    // offer the planted-fault tactics (tests of the tuner)
+  bool profile = false;           // also report each node's median in-engine time
 };
 
 struct EvalResult {
@@ -35,6 +37,7 @@ struct EvalResult {
   double median_ms = 0, p10_ms = 0, p90_ms = 0, cv = 0;
   int runs = 0;
   double wall_s = 0;  // the child's whole life
+  std::map<std::string, double> node_ms;  // with `profile`: median ms per node (steps of one node summed)
 };
 
 struct EvalLimits {

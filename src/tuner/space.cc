@@ -19,7 +19,7 @@ uint64_t SearchSpace::size() const {
 // A dimension without route knobs stands for the knob of its own name. Indices outside a
 // dimension's values (a point from another space) set nothing.
 builder::Route route_of(const SearchSpace& space, const Point& p) {
-  builder::Route r;
+  builder::Route r = space.base;
   for (size_t d = 0; d < space.dims.size() && d < p.size(); ++d) {
     const Dimension& dim = space.dims[d];
     const int v = p[d];

@@ -22,14 +22,17 @@ struct Dimension {
 
 struct SearchSpace {
   std::vector<Dimension> dims;
+  // Knobs every route of this space sets, unless a dimension off its default overrides them
+  // (the refinement phase searches around the incumbent: its route is the base).
+  builder::Route base;
   // Number of points (product of the value counts), saturating at UINT64_MAX.
   uint64_t size() const;
 };
 
 using Point = std::vector<int>;  // one value index per dimension
 
-// Route of a point: only the dimensions off their default appear (the default point gives the
-// empty route).
+// Route of a point: the base, then the dimensions off their default (the default point of a
+// space without a base gives the empty route).
 builder::Route route_of(const SearchSpace& space, const Point& p);
 Point default_point(const SearchSpace& space);
 

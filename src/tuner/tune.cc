@@ -123,6 +123,47 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
   return space;
 }
 
+Result<SearchSpace> make_refine_space(const SearchSpace& grouped, const builder::KnobSpace& knobs,
+                                     const builder::Route& incumbent, const std::map<std::string, double>& node_ms,
+                                     size_t max_groups) {
+  auto node_of = [](const std::string& knob) {
+    auto dot = knob.find('.');
+    return dot == std::string::npos ? knob : knob.substr(dot + 1);
+  };
+  std::vector<std::pair<double, const Dimension*>> groups;
+  for (const Dimension& d : grouped.dims) {
+    if (d.knobs.size() < 2) continue;
+    double ms = 0;
+    for (const std::string& k : d.knobs)
+      if (auto it = node_ms.find(node_of(k)); it != node_ms.end()) ms += it->second;
+    if (ms > 0) groups.push_back({ms, &d});
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (groups.size() > max_groups) groups.resize(max_groups);
+  SearchSpace out;
+  out.base = incumbent;
+  for (const auto& [ms, g] : groups) {
+    for (const std::string& name : g->knobs) {
+      const builder::Knob* k = knobs.find(name);
+      if (!k) return internal_error("refinement: knob '" + name + "' is not in the knob space");
+      Dimension d;
+      d.name = name;
+      d.knobs = {name};
+      d.values = k->search_values.empty() ? k->values : k->search_values;
+      auto cur = incumbent.values.find(name);
+      const std::string& v = cur == incumbent.values.end() ? k->default_value : cur->second;
+      auto pos = std::find(d.values.begin(), d.values.end(), v);
+      if (pos == d.values.end()) {  // the incumbent's value (from the group) is always offered
+        d.values.push_back(v);
+        pos = d.values.end() - 1;
+      }
+      d.default_index = static_cast<int>(pos - d.values.begin());
+      if (d.values.size() >= 2) out.dims.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
 std::string TuneSummary::to_json() const {
   return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " +
          fmt(speedup, 4) + ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
@@ -131,7 +172,7 @@ std::string TuneSummary::to_json() const {
          ", \"best_route\": " + json_quote(best_route) + ", \"accuracy\": " + best_metrics_json +
          ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) + ", \"stop_reason\": " +
          json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
-         std::to_string(space_size) + "}";
+         std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) + "}";
 }
 
 namespace {
@@ -289,10 +330,15 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     ++sum.resumed;
   }
 
-  // Evaluates a route unless the database has it; records it; returns the record.
-  auto evaluate = [&](const Point& p, const std::string& who) -> Result<CandidateRecord> {
-    const std::string text = with_threads(route_of(space, p));
-    if (auto it = by_route.find(text); it != by_route.end()) return it->second;
+  // Evaluates the point `p` of `sp` unless the database has its route; records it, and adds it to
+  // `hist` (the history of the strategy searching `sp`); returns the record.
+  auto evaluate = [&](const SearchSpace& sp, History& hist, const Point& p,
+                      const std::string& who) -> Result<CandidateRecord> {
+    const std::string text = with_threads(route_of(sp, p));
+    if (auto it = by_route.find(text); it != by_route.end()) {
+      if (!hist.contains(p)) hist.trials.push_back({p, it->second.status == "ok" ? it->second.median_ms : INFINITY});
+      return it->second;
+    }
     EvalResult r = evaluate_in_child(request(text, opts.cheap_seconds), opts.limits);
     CandidateRecord rec;
     rec.model_hash = model.hash;
@@ -319,7 +365,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     sum.build_s += r.build_ms / 1e3;
     if (r.status == "rejected") ++sum.rejected;
     else if (r.status != "ok") ++sum.failed;
-    history.trials.push_back({p, r.status == "ok" ? r.median_ms : INFINITY});
+    hist.trials.push_back({p, r.status == "ok" ? r.median_ms : INFINITY});
     return rec;
   };
 
@@ -364,7 +410,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
 
   // The default route first: it is the baseline and the answer if nothing beats it.
   const Point p0 = default_point(space);
-  TAC_ASSIGN_OR_RETURN(CandidateRecord def, evaluate(p0, "default"));
+  TAC_ASSIGN_OR_RETURN(CandidateRecord def, evaluate(space, history, p0, "default"));
   if (def.status != "ok")
     return Status(def.status == "rejected" ? ErrorKind::invalid_argument : ErrorKind::unsupported,
                   "the default route did not pass (" + def.status + ": " + def.reason + ")");
@@ -443,19 +489,69 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return Status::ok();
   };
 
+  // Group, then refine (DESIGN.md section 3, "Structure of the search space"): the strategy first
+  // searches the space where same-signature nodes share one knob; once `refine_after` of the
+  // budget is spent (or that space is exhausted), the incumbent is profiled and the groups that
+  // carry the most time are split into one knob per node, searched by a fresh instance of the
+  // same strategy around the incumbent. Profiles order the work; the verdict stays end to end.
+  const std::set<std::string> searching = {"random", "coordinate", "evolution", "tpe"};
+  bool can_refine = opts.refine && searching.count(opts.strategy) &&
+                    std::any_of(space.dims.begin(), space.dims.end(), [](const Dimension& d) { return d.knobs.size() > 1; });
+  const SearchSpace* cur_space = &space;
+  History* cur_history = &history;
+  Strategy* cur = strategy.get();
+  std::string who = opts.strategy;
+  SearchSpace refined;
+  History refined_history;
+  std::unique_ptr<Strategy> refiner;
+  auto spent = [&] {
+    double f = elapsed() / opts.budget_s;
+    if (opts.max_candidates > 0) f = std::max(f, static_cast<double>(sum.candidates) / static_cast<double>(opts.max_candidates));
+    if (opts.max_build_s > 0) f = std::max(f, sum.build_s / opts.max_build_s);
+    return f;
+  };
+  auto start_refining = [&]() -> Status {
+    can_refine = false;
+    EvalRequest rq = request(entries[incumbent].rec.route, 0);
+    rq.check = rq.measure = false;
+    rq.profile = true;
+    EvalResult prof = evaluate_in_child(rq, opts.limits);
+    if (prof.status != "ok") {
+      line("refinement skipped: profiling the incumbent failed (" + prof.reason + ")");
+      return Status::ok();
+    }
+    TAC_ASSIGN_OR_RETURN(builder::Route inc_route, builder::Route::parse(entries[incumbent].rec.route));
+    inc_route.values.erase("threads");
+    TAC_ASSIGN_OR_RETURN(refined, make_refine_space(space, knobs, inc_route, prof.node_ms, opts.refine_groups));
+    if (refined.dims.empty()) return Status::ok();
+    TAC_ASSIGN_OR_RETURN(refiner, make_strategy(opts.strategy, refined, opts.seed + 1));
+    cur_space = &refined;
+    cur_history = &refined_history;
+    cur = refiner.get();
+    who = opts.strategy + "/refine";
+    sum.refined_knobs = refined.dims.size();
+    line("refining per node: " + std::to_string(refined.dims.size()) + " knobs of the groups carrying the most time");
+    return Status::ok();
+  };
+
   while (true) {
     if (std::string why = budget_left(); !why.empty()) {
       sum.stop_reason = why;
       break;
     }
-    std::vector<Point> batch = strategy->propose(history, opts.batch);
+    if (can_refine && spent() >= opts.refine_after) TAC_RETURN_IF_ERROR(start_refining());
+    std::vector<Point> batch = cur->propose(*cur_history, opts.batch);
     if (batch.empty()) {
-      sum.stop_reason = "search space exhausted by " + opts.strategy;
+      if (can_refine) {
+        TAC_RETURN_IF_ERROR(start_refining());
+        continue;
+      }
+      sum.stop_reason = "search space exhausted by " + who;
       break;
     }
     for (const Point& p : batch) {
       if (!budget_left().empty()) break;
-      auto rec = evaluate(p, opts.strategy);
+      auto rec = evaluate(*cur_space, *cur_history, p, who);
       if (!rec) return rec.status();
       add_entry(*rec);
       while (elapsed() < opts.budget_s)

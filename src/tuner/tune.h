@@ -35,6 +35,12 @@ struct TuneOptions {
   double careful_seconds = 1.0; // ... and of challengers and the final comparison
   int final_rounds = 3;         // A/B rounds of the final default-vs-best comparison
   bool planted_faults = false;  // search the planted-fault tactics too (tests of fault handling)
+  // Group, then refine (random, coordinate, evolution and tpe only): after `refine_after` of the
+  // budget, the `refine_groups` node groups carrying the most time in the incumbent are searched
+  // per node.
+  bool refine = true;
+  double refine_after = 0.5;
+  size_t refine_groups = 4;
 };
 
 struct TuneSummary {
@@ -47,6 +53,7 @@ struct TuneSummary {
   std::string stop_reason;
   size_t dimensions = 0;
   uint64_t space_size = 0;
+  size_t refined_knobs = 0;  // per-node knobs of the refinement phase (0: none)
   std::string to_json() const;
 };
 
@@ -55,6 +62,14 @@ struct TuneSummary {
 // signature (Knob::group), values common to the group. Only knobs matching `globs` (fnmatch,
 // empty = all) take part; a glob matching nothing is an error naming it.
 Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs);
+
+// The refinement space around `incumbent` (a route of `grouped`'s knobs): for the (at most
+// `max_groups`) node groups of `grouped` that carry the most time by `node_ms` (ms per node
+// name, from a profile of the incumbent), one dimension per node knob with all its values,
+// defaulting to the incumbent's; every other knob stays as the incumbent sets it (the base).
+Result<SearchSpace> make_refine_space(const SearchSpace& grouped, const builder::KnobSpace& knobs,
+                                     const builder::Route& incumbent, const std::map<std::string, double>& node_ms,
+                                     size_t max_groups);
 
 // Durations: "90s", "10m", "1h", "1h30m", "45" (seconds). Errors name the text.
 Result<double> parse_duration(const std::string& text);

@@ -49,6 +49,45 @@ TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
   EXPECT_EQ(r.to_string(), "memory.planner=b tactic.c1=y tactic.c2=y");
 }
 
+TEST(TuneSpace, RefinesTheGroupsCarryingTheMostTimePerNode) {
+  builder::KnobSpace ks;
+  ks.add({"threads", {"1", "2"}, "2", "", builder::KnobScope::global});
+  ks.add({"memory.planner", {"a", "b"}, "a", "", builder::KnobScope::global});
+  ks.add({"tactic.c1", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.c2", {"auto", "x", "y", "z"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.m1", {"auto", "p", "q"}, "auto", "", builder::KnobScope::node, "MatMul(sig3)"});
+  ks.add({"tactic.m2", {"auto", "p", "q"}, "auto", "", builder::KnobScope::node, "MatMul(sig3)"});
+  ks.add({"tactic.c3", {"auto", "x"}, "auto", "", builder::KnobScope::node, "Conv(sig2)"});
+  auto grouped = make_search_space(ks, {});
+  ASSERT_TRUE(grouped.is_ok());
+  ASSERT_EQ(grouped->dims.size(), 4u);  // memory.planner, Conv(sig1), MatMul(sig3), tactic.c3
+  builder::Route inc;
+  inc.values = {{"memory.planner", "b"}, {"tactic.m1", "q"}, {"tactic.m2", "q"}};
+  // The MatMul group carries more time than the Conv group; only one group is refined.
+  std::map<std::string, double> ms = {{"c1", 1.0}, {"c2", 1.5}, {"m1", 2.0}, {"m2", 1.0}, {"c3", 9.0}};
+  auto r = make_refine_space(*grouped, ks, inc, ms, 1);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->dims.size(), 2u);
+  EXPECT_EQ(r->dims[0].name, "tactic.m1");
+  EXPECT_EQ(r->dims[1].name, "tactic.m2");
+  EXPECT_EQ(r->dims[0].values[static_cast<size_t>(r->dims[0].default_index)], "q");  // the incumbent's value
+  // The default point is the incumbent; moving one node changes only that node.
+  EXPECT_EQ(route_of(*r, default_point(*r)).to_string(), inc.to_string());
+  Point p = default_point(*r);
+  p[1] = 1;  // tactic.m2 = p
+  EXPECT_EQ(route_of(*r, p).to_string(), "memory.planner=b tactic.m1=q tactic.m2=p");
+  // Two groups: the Conv group's nodes get all their own values (c2 has z, not common to c1).
+  auto r2 = make_refine_space(*grouped, ks, inc, ms, 4);
+  ASSERT_TRUE(r2.is_ok());
+  ASSERT_EQ(r2->dims.size(), 4u);
+  EXPECT_EQ(r2->dims[3].name, "tactic.c2");
+  EXPECT_EQ(r2->dims[3].values.size(), 4u);
+  // Without profile times nothing is refined.
+  auto none = make_refine_space(*grouped, ks, inc, {}, 4);
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_TRUE(none->dims.empty());
+}
+
 TEST(Tune, EvaluatesRecordsAndResumes) {
   const std::string model = std::string(TAC_MODELS_DIR) + "/mnist-cntk/model.onnx";
   if (!fs::exists(model)) GTEST_SKIP() << "no model zoo";
