@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Tuned vs default vs isolated-selection engines, and against ONNX Runtime, on the CPU.
+#
+# usage: bench/tune_cpu.sh [--budget 10m] [--threads "1 2"] [--models "resnet18 ..."] [--rounds 3]
+#                          [--strategy tpe] [--tolerance "..."] [--out FILE | --no-save]
+#
+# For each model and thread count:
+#   1. tactician tune MODEL --budget B --threads N --strategy S [--tolerance T] --out WORK/<model>.t<N>
+#      (its wall time is the tuning cost; its best.route is the tuned engine)
+#   2. R rounds, interleaved, each a new process:
+#        tactician bench MODEL --threads N --json                                    (default route)
+#        tactician bench MODEL --threads N --json --route builder.selection=isolated (per-layer profiling)
+#        tactician bench MODEL --threads N --json --route-file WORK/.../best.route   (tuned)
+#        node bench/ort/bench_ort.js MODEL --threads N                               (ONNX Runtime, if installed)
+#   Each figure is the median of the R round medians. Prints a Markdown table with the speed-ups
+#   (default/tuned, default/isolated, ORT/tuned), the tuning wall time and the break-even (how many
+#   inferences repay the tuning time), with geometric means; saves it to results/tune-<date>-<commit>.md.
+# Environment: TACTICIAN (default build/tactician), SHARED_MODELS, BENCH_TIMEOUT (default 900 s).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+BUDGET=10m
+ROUNDS=3
+THREADS="1 2"
+MODELS="resnet18 mobilenet_v2 squeezenet1.1 bert-mini-like tiny-gpt resnet50 bert-base"
+STRATEGY=tpe
+TOLERANCE=""
+OUT=""
+SAVE=1
+CMDLINE="bench/tune_cpu.sh $*"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --budget) BUDGET=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --strategy) STRATEGY=$2; shift 2 ;;
+    --tolerance) TOLERANCE=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --no-save) SAVE=0; shift ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "tune_cpu.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+TACTICIAN=${TACTICIAN:-build/tactician}
+SHARED_MODELS=${SHARED_MODELS:-$ROOT/../shared/models}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-900}
+[ -x "$TACTICIAN" ] || { echo "tune_cpu.sh: no $TACTICIAN (run scripts/setup.sh)" >&2; exit 1; }
+HAVE_ORT=1
+[ -d bench/ort/node_modules/onnxruntime-node ] || { HAVE_ORT=0; echo "tune_cpu.sh: no ONNX Runtime (npm install --ignore-scripts in bench/ort): its column will be n/a" >&2; }
+model_path() {
+  case "$1" in
+    resnet50|bert-base) echo "$ROOT/bench/models/$1/model.onnx" ;;
+    *) echo "$SHARED_MODELS/$1/model.onnx" ;;
+  esac
+}
+WORK=$(mktemp -d /tmp/tactician-tune-bench.XXXXXX)
+RAW="$WORK/raw.tsv"   # model threads engine value note   (engine: tune_s | default | isolated | tuned | ort)
+: > "$RAW"
+median_of_last_json() {
+  grep -v '^[[:space:]]*$' "$1" | tail -n 1 | python3 -c '
+import json, math, sys
+try:
+    v = float(json.loads(sys.stdin.read())["median_ms"]); print(repr(v) if math.isfinite(v) and v > 0 else "n/a")
+except Exception:
+    print("n/a")'
+}
+bench_one() {  # engine model threads round [args...]
+  local engine=$1 m=$2 t=$3 r=$4; shift 4
+  local log="$WORK/$m.t$t.$engine.r$r.log" med
+  if [ "$engine" = ort ]; then
+    if [ $HAVE_ORT = 1 ]; then timeout "$BENCH_TIMEOUT" node bench/ort/bench_ort.js "$(model_path "$m")" --threads "$t" > "$log" 2> "$log.err"; fi
+  else
+    timeout "$BENCH_TIMEOUT" "$TACTICIAN" bench "$(model_path "$m")" --threads "$t" --json "$@" > "$log" 2> "$log.err"
+  fi
+  med=$( [ -s "$log" ] && median_of_last_json "$log" || echo n/a)
+  printf '%s\t%s\t%s\t%s\t\n' "$m" "$t" "$engine" "$med" >> "$RAW"
+  printf 'tune_cpu.sh: %-14s t%s %-8s round %s: %s\n' "$m" "$t" "$engine" "$r" "$med" >&2
+}
+START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+for t in $THREADS; do
+  for m in $MODELS; do
+    mp=$(model_path "$m")
+    [ -f "$mp" ] || { echo "tune_cpu.sh: $mp missing, skipped" >&2; continue; }
+    out="$WORK/$m.t$t"
+    tol=(); [ -n "$TOLERANCE" ] && tol=(--tolerance "$TOLERANCE")
+    t0=$(date +%s.%N)
+    "$TACTICIAN" tune "$mp" --budget "$BUDGET" --threads "$t" --strategy "$STRATEGY" "${tol[@]}" \
+      --db "$WORK/tune.db" --out "$out" --quiet --json > "$out.tune.log" 2> "$out.tune.err"
+    t1=$(date +%s.%N)
+    printf '%s\t%s\ttune_s\t%s\t%s\n' "$m" "$t" "$(python3 -c "print($t1 - $t0)")" "$(tail -n 1 "$out.tune.log" | tr '\t' ' ')" >> "$RAW"
+    route=()
+    [ -f "$out/best.route" ] && route=(--route-file "$out/best.route")
+    for r in $(seq 1 "$ROUNDS"); do
+      bench_one default "$m" "$t" "$r"
+      bench_one isolated "$m" "$t" "$r" --route builder.selection=isolated
+      if [ ${#route[@]} -gt 0 ]; then bench_one tuned "$m" "$t" "$r" "${route[@]}"; else printf '%s\t%s\ttuned\tn/a\tno best.route\n' "$m" "$t" >> "$RAW"; fi
+      bench_one ort "$m" "$t" "$r"
+    done
+  done
+done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT-dirty"
+REPORT="$WORK/report.md"
+RAW="$RAW" CMDLINE="$CMDLINE" COMMIT="$COMMIT" START="$START" LOAD="$LOAD_BEFORE -> $LOAD_AFTER" THREADS="$THREADS" \
+MODELS="$MODELS" CPU="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" NCPU="$(nproc)" ROUNDS="$ROUNDS" \
+BUDGET="$BUDGET" STRATEGY="$STRATEGY" TOLERANCE="${TOLERANCE:-default (fp32: l2<=1e-5, cos>=0.99999)}" python3 - > "$REPORT" <<'PY'
+import json, math, os, statistics as st
+E = os.environ
+vals, tune = {}, {}
+for line in open(E['RAW']):
+    m, t, eng, v, note = (line.rstrip('\n').split('\t') + [''])[:5]
+    if eng == 'tune_s':
+        try: tune[(m, int(t))] = (float(v), json.loads(note))
+        except Exception: tune[(m, int(t))] = (float(v), {})
+        continue
+    if v != 'n/a': vals.setdefault((m, int(t), eng), []).append(float(v))
+med = lambda k: st.median(vals[k]) if vals.get(k) else None
+f2 = lambda x: 'n/a' if x is None else f'{x:.2f}'
+f3 = lambda x: 'n/a' if x is None else f'{x:.3f}x'
+print('# CPU benchmark: tuned vs default vs isolated selection, and ONNX Runtime')
+print()
+print(f"- command: `{E['CMDLINE']}`")
+print(f"- commit: {E['COMMIT']}; machine: {E['CPU']}, {E['NCPU']} cores (shared; load {E['LOAD']}); date {E['START']} UTC")
+print(f"- tune: `tactician tune MODEL --budget {E['BUDGET']} --strategy {E['STRATEGY']} --threads N`, tolerance {E['TOLERANCE']}")
+print(f"- then {E['ROUNDS']} interleaved rounds (default, isolated, tuned, ORT), each a new process; figures are medians of the round medians")
+print()
+print('| model | threads | default ms | isolated ms | tuned ms | ORT ms | default/tuned | default/isolated | ORT/tuned | tuning s (candidates) | break-even inferences |')
+print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+geo = {}
+for t in [int(x) for x in E['THREADS'].split()]:
+    for m in E['MODELS'].split():
+        d, i, u, o = (med((m, t, e)) for e in ('default', 'isolated', 'tuned', 'ort'))
+        if d is None and u is None: continue
+        ts, summ = tune.get((m, t), (None, {}))
+        s_tu = d / u if d and u else None
+        s_is = d / i if d and i else None
+        s_ort = o / u if o and u else None
+        for k, v in (('tuned', s_tu), ('isolated', s_is), ('ort', s_ort)):
+            if v: geo.setdefault((t, k), []).append(v)
+        be = 'never' if not (d and u and d > u) else f'{ts / ((d - u) / 1e3):,.0f}'
+        cand = summ.get('candidates', '?')
+        print(f'| {m} | {t} | {f2(d)} | {f2(i)} | {f2(u)} | {f2(o)} | {f3(s_tu)} | {f3(s_is)} | {f3(s_ort)} | '
+              f"{'n/a' if ts is None else f'{ts:.0f}'} ({cand}) | {be} |")
+print()
+gm = lambda v: math.exp(sum(map(math.log, v)) / len(v))
+for t in [int(x) for x in E['THREADS'].split()]:
+    parts = [f'{k} {gm(geo[(t, k)]):.3f}x over {len(geo[(t, k)])}' for k in ('tuned', 'isolated', 'ort') if geo.get((t, k))]
+    print(f'- geometric means at {t} thread(s): default/tuned, default/isolated, ORT/tuned: ' + '; '.join(parts))
+PY
+cat "$REPORT"
+if [ "$SAVE" = 1 ]; then
+  dest=${OUT:-bench/results/tune-$(date -u +%Y-%m-%d)-$COMMIT.md}
+  cp "$REPORT" "$dest" && echo "tune_cpu.sh: saved $dest" >&2
+fi
+echo "tune_cpu.sh: logs in $WORK" >&2
