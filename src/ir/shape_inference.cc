@@ -287,6 +287,14 @@ void infer_node(Graph& g, const Node& n) {
       r.set(0, t);
       return;
     }
+    case OpKind::FusedAttention: {
+      const ValueType* v = r.in(2);
+      if (!x || !v || !x->has_shape || !v->has_shape || x->dims.size() < 2 || v->dims.size() != x->dims.size()) return;
+      ValueType t = *x;
+      t.dims.back() = v->dims.back();
+      r.set(0, t);
+      return;
+    }
     case OpKind::MatMul: case OpKind::FusedMatMul: {
       const ValueType* b = r.in(1);
       if (!x || !b || !x->has_shape || !b->has_shape || x->dims.empty() || b->dims.empty()) return;

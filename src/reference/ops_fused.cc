@@ -68,9 +68,62 @@ void fused_kernel(KernelContext& ctx, OpKind base, size_t n_base, bool matmul) {
 void fused_conv_kernel(KernelContext& ctx) { fused_kernel(ctx, OpKind::Conv, 3, false); }
 void fused_matmul_kernel(KernelContext& ctx) { fused_kernel(ctx, OpKind::MatMul, 2, true); }
 
+// y = softmax(scale * Q·K + M) · V, per batch index, in double.
+void fused_attention_kernel(KernelContext& ctx) {
+  const Tensor &q = ctx.input(0), &k = ctx.input(1), &v = ctx.input(2);
+  const int64_t r = q.rank();
+  if (r < 2 || k.rank() != r || v.rank() != r)
+    ctx.fail_invalid("Q, K and V must have one rank >= 2, got " + shape_to_string(q.shape()) + ", " +
+                     shape_to_string(k.shape()) + ", " + shape_to_string(v.shape()));
+  for (int64_t i = 0; i + 2 < r; ++i)
+    if (q.dim(i) != k.dim(i) || q.dim(i) != v.dim(i))
+      ctx.fail_invalid("batch dims differ: " + shape_to_string(q.shape()) + ", " + shape_to_string(k.shape()) + ", " +
+                       shape_to_string(v.shape()));
+  const int64_t sq = q.dim(r - 2), d = q.dim(r - 1), sk = k.dim(r - 1), dv = v.dim(r - 1);
+  if (k.dim(r - 2) != d || v.dim(r - 2) != sk)
+    ctx.fail_invalid("Q·K·V shapes do not chain: " + shape_to_string(q.shape()) + ", " + shape_to_string(k.shape()) +
+                     ", " + shape_to_string(v.shape()));
+  Shape scores_shape = q.shape();
+  scores_shape.back() = sk;
+  std::vector<int64_t> mask_idx;
+  if (ctx.has_input(3)) {
+    const Tensor& m = ctx.input(3);
+    if (broadcast_shapes(ctx, scores_shape, m.shape()) != scores_shape)
+      ctx.fail_invalid("mask of shape " + shape_to_string(m.shape()) + " does not broadcast to the scores " +
+                       shape_to_string(scores_shape));
+    mask_idx = broadcast_index(m.shape(), scores_shape);
+  }
+  const double scale = ctx.attr_float("scale", 1.0f);
+  Shape out_shape = q.shape();
+  out_shape.back() = dv;
+  Tensor& y = ctx.make_output(0, q.dtype(), out_shape);
+  const int64_t batches = q.numel() / (sq * d);
+  std::vector<double> s(static_cast<size_t>(sk));
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t i = 0; i < sq; ++i) {
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < sk; ++j) {
+        double acc = 0;
+        for (int64_t t = 0; t < d; ++t) acc += q.get_f64((b * sq + i) * d + t) * k.get_f64((b * d + t) * sk + j);
+        acc *= scale;
+        if (!mask_idx.empty()) acc += ctx.input(3).get_f64(mask_idx[static_cast<size_t>((b * sq + i) * sk + j)]);
+        s[static_cast<size_t>(j)] = acc;
+        mx = std::max(mx, acc);
+      }
+      double sum = 0;
+      for (double& e : s) sum += (e = std::exp(e - mx));
+      for (int64_t c = 0; c < dv; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < sk; ++j) acc += s[static_cast<size_t>(j)] / sum * v.get_f64((b * sk + j) * dv + c);
+        y.set_f64((b * sq + i) * dv + c, acc);
+      }
+    }
+}
+
 }  // namespace
 
 void add_fused_kernels(KernelTable& t) {
+  t.add(OpKind::FusedAttention, fused_attention_kernel);
   t.add(OpKind::FusedConv, fused_conv_kernel);
   t.add(OpKind::FusedMatMul, fused_matmul_kernel);
 }

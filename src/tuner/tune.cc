@@ -567,13 +567,16 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     else break;
   const CandidateRecord best_rec = entries[incumbent].rec;
 
-  // Final comparison, interleaved A/B/A/B, careful measurements.
+  // Final comparison, interleaved A/B/A/B, careful measurements. When nothing beat the default,
+  // the default is timed alone: comparing it with itself would only report the noise as a speed-up.
   std::vector<double> da, db_;
   std::vector<double> ratios;
+  const bool same = best_rec.route == def.route;
   for (int k = 0; k < opts.final_rounds; ++k) {
     EvalRequest a = request(def.route, opts.careful_seconds), b = request(best_rec.route, opts.careful_seconds);
     a.check = b.check = false;
-    EvalResult ra = evaluate_in_child(a, opts.limits), rb = evaluate_in_child(b, opts.limits);
+    EvalResult ra = evaluate_in_child(a, opts.limits);
+    EvalResult rb = same ? ra : evaluate_in_child(b, opts.limits);
     if (ra.status != "ok" || rb.status != "ok") continue;
     da.push_back(ra.median_ms);
     db_.push_back(rb.median_ms);

@@ -53,5 +53,6 @@ Status eliminate_transpose(ir::Graph& g, PassContext& ctx);
 Status merge_reshapes(ir::Graph& g, PassContext& ctx);
 Status fuse_layernorm(ir::Graph& g, PassContext& ctx);
 Status fuse_gelu(ir::Graph& g, PassContext& ctx);
+Status fuse_attention(ir::Graph& g, PassContext& ctx);
 
 }  // namespace tac::builder

@@ -14,7 +14,9 @@ namespace tac::builder {
 // 5. fuse_layernorm and fuse_gelu before fuse_conv / fuse_matmul: the Gelu they make is the
 //    activation fuse_matmul takes into FusedMatMul's epilogue (MatMul -> Add bias -> Gelu), and the
 //    decomposed LayerNorm's trailing Mul/Add must be gone before anything else claims those Adds.
-// 6. fuse_conv / fuse_matmul last: they consume the residual Add and the activation.
+// 6. fuse_attention before fuse_matmul, which would otherwise take the scores' mask Add as a
+//    residual of the first MatMul.
+// 7. fuse_conv / fuse_matmul last: they consume the residual Add and the activation.
 std::span<const Pass> pass_pipeline() {
   static const Pass kPasses[] = {
       {"fold_constants", "evaluate nodes whose inputs are all constant (and Shape of known shapes) at build time",
@@ -31,6 +33,9 @@ std::span<const Pass> pass_pipeline() {
        "LayerNormalization",
        true, fuse_layernorm},
       {"fuse_gelu", "replace the exact GELU subgraph x * 0.5 * (1 + Erf(x / sqrt 2)) by one Gelu node", true, fuse_gelu},
+      {"fuse_attention",
+       "replace MatMul(Q, K) [scale] [+ mask] -> Softmax -> MatMul(., V) by one FusedAttention (scores stay in cache)",
+       true, fuse_attention},
       {"fuse_conv", "fuse Conv with a following residual Add and activation into FusedConv", true, fuse_conv},
       {"fuse_matmul", "fuse MatMul/Gemm with a following bias Add, residual Add and activation into FusedMatMul",
        true, fuse_matmul},

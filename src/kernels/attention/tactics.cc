@@ -1,0 +1,157 @@
+// The attention family: FusedAttention (made by the fuse_attention pass), y = softmax(scale * Q·K
+// + M) · V per batch index. The fused tactic keeps each batch's score matrix in a per-thread
+// buffer while it is hot: our packed GEMM computes scale * Q·K + M straight into it (the mask is
+// the GEMM epilogue's residual, read with broadcast strides), the softmax runs over its rows in
+// place, and a second GEMM multiplies it by V. Batches (batch x heads) are spread over threads.
+// Unfused, the same work writes and re-reads the scores three more times.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/elementwise/common.h"
+#include "kernels/gemm/gemm.h"
+
+namespace tac::kernels {
+
+namespace {
+
+struct Geometry {
+  int64_t batches = 0, sq = 0, d = 0, sk = 0, dv = 0;
+  float scale = 1;
+  bool has_mask = false;
+  std::vector<int64_t> batch_dims;   // leading dims of the scores
+  std::vector<int64_t> mask_stride;  // per scores dim (rank r): the mask's stride, 0 to broadcast
+};
+
+Result<Geometry> geometry(const StepDesc& s) {
+  if (s.in_shapes.size() < 3) return invalid_argument("FusedAttention needs Q, K and V");
+  for (size_t i = 0; i < s.in_dtypes.size(); ++i)
+    if (s.has_input(i) && s.in_dtypes[i] != DType::float32) return not_applicable("float32 only");
+  const Shape &q = s.in_shapes[0], &k = s.in_shapes[1], &v = s.in_shapes[2];
+  const size_t r = q.size();
+  if (r < 2 || k.size() != r || v.size() != r) return not_applicable("Q, K, V of one rank >= 2");
+  Geometry g;
+  g.sq = q[r - 2];
+  g.d = q[r - 1];
+  g.sk = k[r - 1];
+  g.dv = v[r - 1];
+  if (k[r - 2] != g.d || v[r - 2] != g.sk) return invalid_argument("FusedAttention: Q·K·V shapes do not chain");
+  g.batches = 1;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (q[i] != k[i] || q[i] != v[i]) return not_applicable("batch dims must be equal (no broadcasting)");
+    g.batch_dims.push_back(q[i]);
+    g.batches *= q[i];
+  }
+  if (g.sq < 1 || g.d < 1 || g.sk < 1 || g.dv < 1 || g.batches < 1) return not_applicable("empty tensors");
+  const ir::Attribute* a = s.node->attr("scale");
+  g.scale = a ? a->f : 1.0f;
+  g.has_mask = s.has_input(3);
+  if (g.has_mask) {
+    Shape scores = q;
+    scores[r - 1] = g.sk;
+    const Shape& m = s.in_shapes[3];
+    if (m.size() > r) return not_applicable("mask of higher rank than the scores");
+    g.mask_stride.assign(r, 0);
+    int64_t stride = 1;
+    for (size_t i = 0; i < m.size(); ++i) {  // right-aligned
+      const size_t mi = m.size() - 1 - i, si = r - 1 - i;
+      if (m[mi] != 1 && m[mi] != scores[si]) return not_applicable("mask does not broadcast to the scores");
+      g.mask_stride[si] = m[mi] == 1 ? 0 : stride;
+      stride *= m[mi];
+    }
+  }
+  return g;
+}
+
+gemm::Blocking blocking(ew::Isa isa) {
+  return isa == ew::Isa::avx512 ? gemm::Blocking{gemm::Isa::avx512, 8, 32, 256, 128, 1024, false, true}
+                                : gemm::Blocking{gemm::Isa::avx2, 6, 16, 256, 120, 1024, false, true};
+}
+
+constexpr size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+template <ew::Isa I>
+Status fused_applies(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(ew::isa_applies(I));
+  if (!gemm::blocking_supported(blocking(I))) return not_applicable("no such GEMM microkernel");
+  return geometry(s).status();
+}
+
+template <ew::Isa I>
+double fused_cost(const StepDesc& s) {
+  auto g = geometry(s);
+  if (!g) return 1e30;
+  const double flops = 2.0 * static_cast<double>(g->batches * g->sq * g->sk) * static_cast<double>(g->d + g->dv);
+  const double gflops = (I == ew::Isa::avx512 ? 180.0 : 90.0) * std::max(1, s.threads);
+  return flops / gflops + 3.0 * static_cast<double>(g->batches * g->sq * g->sk) / std::max(1, s.threads);
+}
+
+template <ew::Isa I>
+Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Geometry g, geometry(s));
+  const gemm::Blocking blk = blocking(I);
+  const int threads = static_cast<int>(std::min<int64_t>(std::max(1, s.threads), g.batches));
+  const size_t gemm_ws = std::max(gemm::sgemm_workspace_bytes(blk, g.sq, g.sk, g.d, false, 1),
+                                  gemm::sgemm_workspace_bytes(blk, g.sq, g.dv, g.sk, false, 1));
+  const size_t per_thread = align64(static_cast<size_t>(g.sq * g.sk) * sizeof(float)) + align64(gemm_ws);
+  const ew::IsaKernels& ek = ew::isa_kernels(I);
+  auto run = [g, blk, threads, per_thread, gemm_ws, &ek](std::span<const TensorView> in, std::span<const TensorView> out,
+                                                         void* ws) -> Status {
+    const float* q = in[0].as<const float>();
+    const float* k = in[1].as<const float>();
+    const float* v = in[2].as<const float>();
+    const float* mask = g.has_mask ? in[3].as<const float>() : nullptr;
+    float* y = out[0].as<float>();
+    const size_t nb = g.batch_dims.size();
+    auto one = [&](int64_t b, std::byte* mine) {
+      float* scores = reinterpret_cast<float*>(mine);
+      void* gws = mine + align64(static_cast<size_t>(g.sq * g.sk) * sizeof(float));
+      gemm::Epilogue ep;
+      ep.alpha = g.scale;
+      if (mask) {
+        int64_t off = 0, rest = b;
+        for (size_t i = nb; i-- > 0;) {
+          off += (rest % g.batch_dims[i]) * g.mask_stride[i];
+          rest /= g.batch_dims[i];
+        }
+        ep.res = mask + off;
+        ep.res_rs = g.mask_stride[nb];
+        ep.res_cs = g.mask_stride[nb + 1];
+      }
+      gemm::sgemm(blk, g.sq, g.sk, g.d, {q + b * g.sq * g.d, g.d, 1, false}, {k + b * g.d * g.sk, g.sk, 1, false},
+                  scores, g.sk, ep, 1, gws);
+      ek.softmax_rows(scores, scores, g.sq, g.sk, false);
+      gemm::sgemm(blk, g.sq, g.dv, g.sk, {scores, g.sk, 1, false}, {v + b * g.sk * g.dv, g.dv, 1, false},
+                  y + b * g.sq * g.dv, g.dv, gemm::Epilogue{}, 1, gws);
+    };
+    std::byte* base = static_cast<std::byte*>(ws);
+    if (threads <= 1) {
+      for (int64_t b = 0; b < g.batches; ++b) one(b, base);
+    } else {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t b = 0; b < g.batches; ++b) one(b, base + static_cast<size_t>(omp_get_thread_num()) * per_thread);
+    }
+    (void)gemm_ws;
+    return Status::ok();
+  };
+  return ew::make_kernel(std::move(run), per_thread * static_cast<size_t>(threads));
+}
+
+const std::vector<Tactic>& table() {
+  static const std::vector<Tactic> t = {
+      {"fused_avx512", ir::OpKind::FusedAttention,
+       "scores, softmax and the product with V per batch in a cache-resident buffer (our AVX-512 GEMM)",
+       fused_applies<ew::Isa::avx512>, fused_cost<ew::Isa::avx512>, fused_prepare<ew::Isa::avx512>},
+      {"fused_avx2", ir::OpKind::FusedAttention,
+       "scores, softmax and the product with V per batch in a cache-resident buffer (our AVX2 GEMM)",
+       fused_applies<ew::Isa::avx2>, fused_cost<ew::Isa::avx2>, fused_prepare<ew::Isa::avx2>},
+  };
+  return t;
+}
+
+}  // namespace
+
+std::span<const Tactic> attention_tactics() { return table(); }
+
+}  // namespace tac::kernels

@@ -1,0 +1,144 @@
+// FusedAttention: its tactics against the reference kernel on random shapes (odd sizes, 3-D and
+// 4-D, broadcast masks, threads), and the fuse_attention pass on and off against the reference
+// interpreter on the original graph.
+#include <cmath>
+
+#include "builder_test_util.h"
+#include "kernels/tactic_check.h"
+
+namespace tac {
+namespace {
+
+using kernels::check_tactic;
+using kernels::random_tensor;
+using test::ModelBuilder;
+
+struct Case {
+  Shape q, k, v;
+  Shape mask;  // empty: no mask
+  float scale;
+};
+
+TEST(AttentionTactics, FusedMatchesReference) {
+  const Case cases[] = {
+      {{2, 3, 5, 7}, {2, 3, 7, 9}, {2, 3, 9, 4}, {}, 0.37f},
+      {{2, 3, 5, 7}, {2, 3, 7, 9}, {2, 3, 9, 4}, {9}, 1.0f},
+      {{2, 3, 5, 7}, {2, 3, 7, 9}, {2, 3, 9, 4}, {2, 1, 5, 9}, 0.5f},
+      {{2, 3, 5, 7}, {2, 3, 7, 9}, {2, 3, 9, 4}, {5, 1}, 0.5f},
+      {{4, 17, 33}, {4, 33, 19}, {4, 19, 40}, {1, 17, 19}, 0.17f},
+      {{1, 12, 128, 64}, {1, 12, 64, 128}, {1, 12, 128, 64}, {1, 1, 1, 128}, 0.125f},
+      {{3, 1, 1}, {3, 1, 1}, {3, 1, 1}, {}, 2.0f},
+  };
+  int ran = 0;
+  for (const char* name : {"fused_avx512", "fused_avx2"}) {
+    const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, name);
+    ASSERT_NE(t, nullptr) << name;
+    uint64_t seed = 100;
+    for (const Case& c : cases)
+      for (int threads : {1, 2}) {
+        const bool mask = !c.mask.empty();
+        ir::Node n = kernels::make_node("FusedAttention", mask ? 4 : 3, 1);
+        n.domain = ir::kInternalDomain;
+        kernels::set_attr(n, "scale", c.scale);
+        std::vector<Tensor> ins = {random_tensor(DType::float32, c.q, seed), random_tensor(DType::float32, c.k, seed + 1),
+                                   random_tensor(DType::float32, c.v, seed + 2)};
+        if (mask) ins.push_back(random_tensor(DType::float32, c.mask, seed + 3));
+        seed += 4;
+        auto r = check_tactic(*t, n, ins, std::vector<bool>(ins.size(), false), threads);
+        if (r.status.kind() == ErrorKind::not_applicable) continue;  // the CPU lacks the ISA
+        ASSERT_TRUE(r.status.is_ok()) << name << ": " << r.status.to_string();
+        // Each output is a convex combination of V's rows: float32 rounding keeps it within 1e-5.
+        EXPECT_LE(r.max_abs_diff, 1e-5) << name << " q=" << shape_to_string(c.q) << " mask="
+                                                               << shape_to_string(c.mask) << " threads=" << threads;
+        ++ran;
+      }
+  }
+  EXPECT_GT(ran, 0) << "no FusedAttention tactic ran on this CPU";
+}
+
+TEST(AttentionTactics, MismatchedShapesAreRefused) {
+  const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, "fused_avx2");
+  ASSERT_NE(t, nullptr);
+  ir::Node n = kernels::make_node("FusedAttention", 3, 1);
+  kernels::StepDesc s;
+  s.node = &n;
+  s.in_dtypes = {DType::float32, DType::float32, DType::float32};
+  s.in_shapes = {{2, 5, 7}, {3, 7, 9}, {2, 9, 4}};  // batch dims differ
+  EXPECT_FALSE(t->applies(s).is_ok());
+  s.in_shapes = {{2, 5, 7}, {2, 7, 9}, {2, 8, 4}};  // V's rows are not K's columns
+  EXPECT_FALSE(t->applies(s).is_ok());
+}
+
+// Q [b,h,s,d] scaled by Div, scores = MatMul(Q, Kt), Mul by a constant, + mask, Softmax, · V.
+ir::Model attention_model(bool with_mask, bool scale_q) {
+  ModelBuilder m(17);
+  m.input("q", 1, {"2", "3", "6", "8"});
+  m.input("kt", 1, {"2", "3", "8", "6"});
+  m.input("v", 1, {"2", "3", "6", "5"});
+  std::string q = "q";
+  if (scale_q) {
+    m.initializer("c", {}, {2.8284271f});
+    m.node("Div", {"q", "c"}, {"qs"}, "scale_q");
+    q = "qs";
+  }
+  m.node("MatMul", {q, "kt"}, {"s"}, "scores");
+  m.initializer("f", {}, {0.7f});
+  m.node("Mul", {"s", "f"}, {"s2"}, "scale_s");
+  std::string sm_in = "s2";
+  if (with_mask) {
+    test::initializer_random(m, "mask", {2, 1, 1, 6}, 77);
+    m.node("Add", {"s2", "mask"}, {"s3"}, "add_mask");
+    sm_in = "s3";
+  }
+  auto* sm = m.node("Softmax", {sm_in}, {"p"}, "softmax");
+  test::attr_i(sm, "axis", -1);
+  m.node("MatMul", {"p", "v"}, {"y"}, "context");
+  m.output("y", 1, {});
+  auto model = m.load();
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  return std::move(model).value();
+}
+
+TEST(BuilderPasses, FuseAttentionMakesOneNodeAndMatchesTheReference) {
+  for (bool mask : {false, true})
+    for (bool scale_q : {false, true}) {
+      ir::Model model = attention_model(mask, scale_q);
+      for (const char* route : {"", "pass.fuse_attention=off"}) {
+        auto e = test::build_engine(model, route);
+        ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+        const ir::Graph& g = (*e)->plan().model.graph;
+        if (*route == '\0') {
+          EXPECT_EQ(test::op_list(g), "FusedAttention") << "mask=" << mask << " scale_q=" << scale_q;
+        } else {
+          EXPECT_EQ(test::count_op(g, "Softmax"), 1) << test::op_list(g);
+        }
+        std::vector<Tensor> in = test::random_inputs(**e, 5);
+        auto got = (*e)->run(in);
+        ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+        auto want = test::reference_outputs(model, in);
+        ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+        EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "") << "route '" << route << "' mask=" << mask;
+      }
+    }
+}
+
+TEST(BuilderPasses, AttentionWhoseScoresAreUsedTwiceIsNotFused) {
+  ModelBuilder m(17);
+  m.input("q", 1, {"2", "6", "8"});
+  m.input("kt", 1, {"2", "8", "6"});
+  m.input("v", 1, {"2", "6", "5"});
+  m.node("MatMul", {"q", "kt"}, {"s"}, "scores");
+  auto* sm = m.node("Softmax", {"s"}, {"p"}, "softmax");
+  test::attr_i(sm, "axis", -1);
+  m.node("MatMul", {"p", "v"}, {"y"}, "context");
+  m.output("y", 1, {});
+  m.output("p", 1, {});  // the probabilities are an output too
+  auto model = m.load();
+  ASSERT_TRUE(model.is_ok());
+  auto e = test::build_engine(*model, "");
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_EQ(test::count_op((*e)->plan().model.graph, "FusedAttention"), 0);
+}
+
+}  // namespace
+}  // namespace tac
