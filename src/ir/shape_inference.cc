@@ -287,6 +287,9 @@ void infer_node(Graph& g, const Node& n) {
       r.set(0, t);
       return;
     }
+    case OpKind::FusedElementwise:
+      if (x) r.set(0, *x);
+      return;
     case OpKind::FusedAttention: {
       const ValueType* v = r.in(2);
       if (!x || !v || !x->has_shape || !v->has_shape || x->dims.size() < 2 || v->dims.size() != x->dims.size()) return;

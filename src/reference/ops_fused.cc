@@ -1,5 +1,6 @@
 // Reference kernels of the builder's internal fused ops: the plain op's reference kernel, then
 // the epilogue (residual add, activation) in double. They define what a fusion must compute.
+#include "ir/elementwise_chain.h"
 #include "ir/epilogue.h"
 #include "reference/helpers.h"
 
@@ -120,9 +121,37 @@ void fused_attention_kernel(KernelContext& ctx) {
     }
 }
 
+// The chain applied per element, in double, rounded once at the end.
+void fused_elementwise_kernel(KernelContext& ctx) {
+  auto ops = ir::parse_chain(ctx.node);
+  if (!ops) throw KernelError{ops.status()};
+  const Tensor& x = ctx.input(0);
+  for (size_t i = 1; i < ctx.node.inputs.size(); ++i)
+    if (ctx.input(i).shape() != x.shape())
+      ctx.fail_invalid("input " + std::to_string(i) + " of shape " + shape_to_string(ctx.input(i).shape()) +
+                       " differs from X's " + shape_to_string(x.shape()));
+  Tensor& y = ctx.make_output(0, x.dtype(), x.shape());
+  auto operand = [&](const ir::ChainOp::Operand& o, double xv, int64_t i) {
+    switch (o.from) {
+      case ir::ChainOp::Operand::From::x: return xv;
+      case ir::ChainOp::Operand::From::input: return ctx.input(static_cast<size_t>(o.input)).get_f64(i);
+      case ir::ChainOp::Operand::From::constant: return static_cast<double>(o.value);
+    }
+    return xv;
+  };
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = x.get_f64(i);
+    for (const ir::ChainOp& op : *ops)
+      v = op.binary ? ir::apply_chain_op(op.kind, operand(op.lhs, v, i), operand(op.rhs, v, i))
+                    : ir::apply_chain_op(op.kind, v);
+    y.set_f64(i, v);
+  }
+}
+
 }  // namespace
 
 void add_fused_kernels(KernelTable& t) {
+  t.add(OpKind::FusedElementwise, fused_elementwise_kernel);
   t.add(OpKind::FusedAttention, fused_attention_kernel);
   t.add(OpKind::FusedConv, fused_conv_kernel);
   t.add(OpKind::FusedMatMul, fused_matmul_kernel);

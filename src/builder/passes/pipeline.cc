@@ -16,7 +16,8 @@ namespace tac::builder {
 //    decomposed LayerNorm's trailing Mul/Add must be gone before anything else claims those Adds.
 // 6. fuse_attention before fuse_matmul, which would otherwise take the scores' mask Add as a
 //    residual of the first MatMul.
-// 7. fuse_conv / fuse_matmul last: they consume the residual Add and the activation.
+// 7. fuse_conv / fuse_matmul: they consume the residual Add and the activation.
+// 8. fuse_elementwise last: it chains what the epilogues did not take.
 std::span<const Pass> pass_pipeline() {
   static const Pass kPasses[] = {
       {"fold_constants", "evaluate nodes whose inputs are all constant (and Shape of known shapes) at build time",
@@ -39,6 +40,10 @@ std::span<const Pass> pass_pipeline() {
       {"fuse_conv", "fuse Conv with a following residual Add and activation into FusedConv", true, fuse_conv},
       {"fuse_matmul", "fuse MatMul/Gemm with a following bias Add, residual Add and activation into FusedMatMul",
        true, fuse_matmul},
+      {"fuse_elementwise",
+       "fuse chains of elementwise ops over one shape (Add/Sub/Mul/Div/Max/Min with a tensor of that shape or a "
+       "scalar constant, Relu/Sigmoid/Tanh/Exp/Neg/Abs/Sqrt/Reciprocal/Erf) into one FusedElementwise pass",
+       true, fuse_elementwise},
   };
   return kPasses;
 }
