@@ -94,6 +94,12 @@ size_t sgemm_workspace_bytes(const Blocking& blk, int64_t M, int64_t N, int64_t 
 void sgemm(const Blocking& blk, int64_t M, int64_t N, int64_t K, const Operand& a, const Operand& b, float* c,
            int64_t ldc, const Epilogue& ep, int threads, void* workspace);
 
+// The grid of tasks sgemm splits C into for `threads` threads: tm x tn blocks, the mr-row and
+// nr-column tiles dealt out evenly (task (ti, tj) holds row tiles [ti*mt/tm, (ti+1)*mt/tm) of
+// the mt = ceil(M/mr), likewise columns), each within the blocking's mc x nc; with several
+// threads, tm * tn a multiple of `threads` where the tiles allow. Exposed for tests.
+void task_grid(const Blocking& blk, int64_t M, int64_t N, int threads, int64_t& tm, int64_t& tn);
+
 // The epilogue alone over rows of an already computed C (for library GEMMs: OpenBLAS), using the
 // best ISA available. Row i of C is c + i * ldc; `row0` is the index of the first row (for the
 // per-row bias and the residual).
