@@ -113,16 +113,12 @@ __attribute__((target("avx2,fma"))) void dw_block_avx2(const float* xq, const fl
   }
 }
 
-// The phase-plane geometry of one (image, channel) plane (see the top of the file).
-struct DwPlanes {
-  int64_t H, W, PT, PL, SH, SW;
-  int64_t Rq, Wq, phase_floats;
-};
-
 // AVX-512 forms of the per-plane copies: small planes (7x7 to 28x28 in mobilenet_v2) spent
 // more time in memcpy / memset calls for their short rows than in the FMAs. Rows are moved with
 // masked vector loads and stores; stride-2 rows are de-interleaved with one two-source permute
 // per 16 outputs.
+}  // namespace
+
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma"))) void build_phases_avx512(const float* x,
                                                                                             const DwPlanes& p,
                                                                                             float* xq) {
@@ -163,6 +159,8 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma"))) void build_pha
         _mm512_mask_storeu_ps(plane + q, mask(p.phase_floats - q), zero);
     }
 }
+
+namespace {
 
 // y row r (OW floats) = buf[r * Wq ...], rows [0, rows).
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma"))) void copy_rows_avx512(const float* buf, int64_t Wq,

@@ -29,6 +29,12 @@ double calibration(const char* t, const ConvGeom& g) {
   // clip): resnet18 downsample 81-96 us vs 3x3+relu 2-4x onednn; squeezenet fire squeeze 1x1+relu
   // 68-288 us vs ours 31-78; mobilenet_v2 1x1+clip expansions 4670 us vs ours 454.
   const bool nchw_act = g.ep.act != ir::Epilogue::Act::none;
+  // Direct along rows: timed in the same runs as the other tactics of the layer (isolated, 1
+  // thread, 2026-12-02, loaded machine, so as ratios to the oneDNN / GEMM tactics' calibrated
+  // estimates): 0.29-0.39 of its formula for short reductions (K <= 27: squeezenet conv1 and its
+  // 16-channel fire 1x1s, mobilenet_v2 features.0 and features.2-7 expansions), 0.8-0.85 for
+  // 3x3 on 16-32 channels (K = 144, 288: squeezenet expand3x3, where oneDNN is ~1.3x faster).
+  if (is("direct_rows_avx512")) return g.Cg() * g.KH * g.KW <= 32 ? 0.36 : 0.85;
   if (is("onednn_nchw") && nchw_act) return dw ? 2.0 : one ? 2.0 : 1.6;
   if (dw) {
     // oneDNN's depthwise (blocked nChw16c, reorders included): 0.21-0.32 of the formula at
@@ -107,6 +113,7 @@ TAC_CONV_NAME(winograd_f2x3)
 TAC_CONV_NAME(winograd_f4x3)
 TAC_CONV_NAME(depthwise_avx512)
 TAC_CONV_NAME(depthwise_avx2)
+TAC_CONV_NAME(direct_rows_avx512)
 TAC_CONV_NAME(onednn)
 TAC_CONV_NAME(onednn_nchw)
 #undef TAC_CONV_NAME
@@ -130,6 +137,7 @@ const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(winograd_f4x3, "Winograd F(4x4,3x3): 3x3 stride 1 dilation 1 group 1, 36 sgemms; const weights"),
     TAC_CONV_ROWS(depthwise_avx512, "depthwise (group == C == M) conv, 16 output pixels per AVX-512 vector"),
     TAC_CONV_ROWS(depthwise_avx2, "depthwise (group == C == M) conv, 8 output pixels per AVX2 vector"),
+    TAC_CONV_ROWS(direct_rows_avx512, "direct conv along output rows (phase planes for strides), 12 out-channels x 32 columns AVX-512 tile; few input channels (C <= 32, OW >= 16)"),
     TAC_CONV_ROWS(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside"),
     TAC_CONV_ROWS(onednn_nchw, "oneDNN convolution forced to plain nchw/oihw formats (no reorders)"),
 };
