@@ -153,7 +153,9 @@ void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t q = 0; q < cols; ++q) cp[r * ldc + q] = first ? tile[r * nr + q] : cp[r * ldc + q] + tile[r * nr + q];
         }
-        if (last && !identity) apply_epilogue_rows(row, i0 + ir, rows, j0 + jr, cols, c, ldc, tile_ep);
+        if (last && !identity &&
+            !(blk.isa == Isa::avx512 && detail::avx512_tile_epilogue(c, ldc, i0 + ir, rows, j0 + jr, cols, tile_ep)))
+          apply_epilogue_rows(row, i0 + ir, rows, j0 + jr, cols, c, ldc, tile_ep);
       }
     }
   }

@@ -127,6 +127,11 @@ void avx2_row_epilogue(float* c, int64_t n, float alpha, const float* bias, floa
 // with the elementwise family's vector functions for `isa`: the same code, so the same results,
 // as a separate Gelu/Sigmoid/Tanh step. False (nothing done) for any other activation.
 bool vector_act_row(Isa isa, const ir::Epilogue& act, float* c, int64_t n);
+// The epilogue over rows [i0, i0+rows) x columns [j0, j0+n) of C (one microkernel tile), as
+// avx512_row_epilogue row by row but with its set-up once per tile: with short reductions
+// (1x1 convs on 16-96 channels) the per-row calls cost as much as the tile's FMAs. Handles
+// none / relu / clip and a residual with unit column stride; false: use the per-row path.
+bool avx512_tile_epilogue(float* c, int64_t ldc, int64_t i0, int64_t rows, int64_t j0, int64_t n, const Epilogue& ep);
 }  // namespace detail
 
 }  // namespace tac::kernels::gemm
