@@ -57,6 +57,9 @@ void add_global_knobs(KnobSpace& space) {
              "how intermediate buffers are placed in the arena", KnobScope::global});
   space.add({"memory.inplace", {"on", "off"}, "on",
              "elementwise steps write their output over an input that dies there", KnobScope::global});
+  space.add({"memory.concat_alias", {"on", "off"}, "on",
+             "Concat inputs live in their slices of the output (when the dims before the axis are 1): their producers "
+             "write there and the Concat copies nothing", KnobScope::global});
   space.add({"precision.default", {"fp32"}, "fp32", "compute precision of every layer (bf16 and int8 to come)",
              KnobScope::global});
   space.add({"layout.default", {"nchw"}, "nchw",
@@ -320,6 +323,58 @@ double time_isolated_impl(const kernels::Tactic& t, const kernels::StepDesc& s) 
   return ns[ns.size() / 2];
 }
 
+// Which values live inside a Concat output's buffer. A Concat qualifies when every dim before
+// its axis is 1 (each input is then one contiguous slice of the output), its output and inputs
+// are arena values of one dtype, no input is given twice or to an earlier qualifying Concat, no
+// input is itself a qualifying Concat's output (no nesting), and every slice starts on a
+// kAlignment boundary (kernels may rely on aligned views).
+struct ConcatAliases {
+  explicit ConcatAliases(size_t n) : into(n, -1), byte_offset(n, 0), has_slices(n, false) {}
+  std::vector<int> into;             // per value: the Concat output holding it, or -1
+  std::vector<int64_t> byte_offset;  // per value: its offset inside that output
+  std::vector<bool> has_slices;      // per value: a Concat output whose inputs live inside it
+};
+
+ConcatAliases concat_aliases(const Plan& plan, const std::vector<int>& first) {
+  const ir::Graph& g = plan.model.graph;
+  ConcatAliases ca(g.values.size());
+  std::vector<bool> graph_output(g.values.size(), false);
+  for (int v : g.outputs) graph_output[static_cast<size_t>(v)] = true;
+  auto arena = [&](int v) {
+    return v != ir::kNoValue && plan.values[static_cast<size_t>(v)].kind == PlanValue::Kind::arena && !graph_output[static_cast<size_t>(v)];
+  };
+  for (const PlanStep& st : plan.steps) {
+    const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+    if (n.op != ir::OpKind::Concat || !n.domain.empty() || st.outputs.size() != 1 || !arena(st.outputs[0])) continue;
+    const int out = st.outputs[0];
+    const PlanValue& po = plan.values[static_cast<size_t>(out)];
+    const ir::Attribute* a = n.attr("axis");
+    int64_t axis = a && a->type == ir::Attribute::Type::i ? a->i : 0;
+    if (axis < 0) axis += static_cast<int64_t>(po.shape.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(po.shape.size()) || ca.into[static_cast<size_t>(out)] >= 0) continue;
+    bool ok = true;
+    for (int64_t d = 0; d < axis; ++d) ok = ok && po.shape[static_cast<size_t>(d)] == 1;
+    int64_t offset = 0;
+    std::set<int> seen;
+    for (int v : st.inputs) {
+      ok = ok && arena(v) && seen.insert(v).second && ca.into[static_cast<size_t>(v)] < 0 &&
+           !ca.has_slices[static_cast<size_t>(v)] && plan.values[static_cast<size_t>(v)].dtype == po.dtype &&
+           first[static_cast<size_t>(v)] >= 0 && offset % kAlignment == 0;
+      if (!ok) break;
+      offset += plan.values[static_cast<size_t>(v)].bytes;
+    }
+    if (!ok || offset != po.bytes) continue;
+    offset = 0;
+    for (int v : st.inputs) {
+      ca.into[static_cast<size_t>(v)] = out;
+      ca.byte_offset[static_cast<size_t>(v)] = offset;
+      offset += plan.values[static_cast<size_t>(v)].bytes;
+    }
+    ca.has_slices[static_cast<size_t>(out)] = true;
+  }
+  return ca;
+}
+
 bool in_place_op(const ir::Node& n) {
   using ir::OpKind;
   if (!n.domain.empty()) return false;
@@ -552,19 +607,40 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     else if (val.is_input) pv.kind = PlanValue::Kind::input;
     else if (first[v] >= 0) pv.kind = PlanValue::Kind::arena;
   }
+  // Concat elimination: each input a Concat can take in place lives inside the output's buffer
+  // at its slice, so its producer writes there and the Concat copies nothing.
+  const ConcatAliases ca = view.on("memory.concat_alias") ? concat_aliases(plan, first) : ConcatAliases(g.values.size());
   // In place: an elementwise step writes over input 0 when that input is an arena value dying
-  // here with the same size and type. Buffers are groups of values sharing memory.
+  // here with the same size and type (never over a value sharing a buffer with a Concat's slices:
+  // the write would clobber the other slices). Buffers are groups of values sharing memory.
   std::vector<int> group(g.values.size(), -1);
   std::vector<BufferLifetime> buffers;
   const bool inplace = view.on("memory.inplace");
+  auto sliced = [&](int v) { return ca.into[static_cast<size_t>(v)] >= 0 || ca.has_slices[static_cast<size_t>(v)]; };
   for (int s = 0; s < n_steps; ++s) {
     PlanStep& st = plan.steps[static_cast<size_t>(s)];
     const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
     for (size_t o = 0; o < st.outputs.size(); ++o) {
       int v = st.outputs[o];
       if (v == ir::kNoValue || plan.values[static_cast<size_t>(v)].kind != PlanValue::Kind::arena) continue;
+      const int into = ca.into[static_cast<size_t>(v)];
+      const int owner = into >= 0 ? into : v;  // the value whose buffer holds v
+      if (group[static_cast<size_t>(owner)] >= 0 && (into >= 0 || ca.has_slices[static_cast<size_t>(v)])) {
+        BufferLifetime& b = buffers[static_cast<size_t>(group[static_cast<size_t>(owner)])];
+        b.first_step = std::min(b.first_step, first[static_cast<size_t>(v)]);
+        b.last_step = std::max(b.last_step, last[static_cast<size_t>(v)]);
+        group[static_cast<size_t>(v)] = group[static_cast<size_t>(owner)];
+        continue;
+      }
+      if (into >= 0) {  // the first slice produced: the Concat output's buffer starts here
+        group[static_cast<size_t>(into)] = group[static_cast<size_t>(v)] = static_cast<int>(buffers.size());
+        buffers.push_back({plan.values[static_cast<size_t>(into)].bytes, first[static_cast<size_t>(v)],
+                           std::max(last[static_cast<size_t>(v)], last[static_cast<size_t>(into)])});
+        continue;
+      }
       int in0 = st.inputs.empty() ? ir::kNoValue : st.inputs[0];
       if (o == 0 && inplace && in_place_op(n) && in0 != ir::kNoValue && group[static_cast<size_t>(in0)] >= 0 &&
+          !sliced(v) && !sliced(in0) &&
           last[static_cast<size_t>(in0)] == s && plan.values[static_cast<size_t>(in0)].bytes == plan.values[static_cast<size_t>(v)].bytes &&
           plan.values[static_cast<size_t>(in0)].dtype == plan.values[static_cast<size_t>(v)].dtype &&
           std::count(st.inputs.begin(), st.inputs.end(), in0) == 1) {
@@ -583,7 +659,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   if (!memory_plan_is_valid(buffers, mp)) return internal_error("memory plan is invalid");
   plan.arena_bytes = mp.arena_bytes;
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])];
+    if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])] + ca.byte_offset[v];
   plan.report.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }

@@ -561,5 +561,58 @@ TEST(BuilderPasses, MemoryKnobsKeepOutputsAndChangeTheArena) {
   EXPECT_LE(arena[2], arena[1]);
 }
 
+// ---------------------------------------------------------------- memory.concat_alias
+
+// A fire-module-like graph: two convs concatenated on channels (batch 1: aliased), a Sigmoid that
+// reads one slice after the Concat (must not run in place over it), a Relu of the Concat output
+// (must not run in place over the slices either), and a batch-2 Concat on axis 1 (not aliased:
+// its inputs are not contiguous slices of the output).
+TEST(BuilderMemory, ConcatInputsLiveInTheirSlicesAndResultsMatch) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "3", "8", "8"});  // slices of 5 and 7 channels x 64 floats: 64-byte aligned
+  m.input("x2", 1, {"2", "3", "4", "4"});
+  test::initializer_random(m, "w1", {5, 3, 1, 1}, 31, 0.5f);
+  test::initializer_random(m, "w3", {7, 3, 3, 3}, 32, 0.3f);
+  m.node("Conv", {"x", "w1"}, {"a"}, "e1");
+  auto* c3 = m.node("Conv", {"x", "w3"}, {"b"}, "e3");
+  test::attr_ints(c3, "pads", {1, 1, 1, 1});
+  auto* cat = m.node("Concat", {"a", "b"}, {"cat"}, "cat");
+  test::attr_i(cat, "axis", 1);
+  m.node("Relu", {"cat"}, {"y"}, "relu");
+  m.node("Sigmoid", {"a"}, {"s"}, "sig");
+  m.node("Neg", {"x2"}, {"n1"}, "n1");
+  m.node("Abs", {"x2"}, {"n2"}, "n2");
+  auto* cat2 = m.node("Concat", {"n1", "n2"}, {"cat2"}, "cat2");
+  test::attr_i(cat2, "axis", 1);
+  m.node("Tanh", {"cat2"}, {"z"}, "tanh");
+  m.output("y", 1, {});
+  m.output("s", 1, {});
+  m.output("z", 1, {});
+  ir::Model model = load(m);
+  for (const char* planner : {"greedy_by_size", "greedy_by_order", "no_reuse"})
+    for (const char* alias : {"on", "off"}) {
+      const std::string route = std::string("memory.planner=") + planner + " memory.concat_alias=" + alias;
+      auto e = build_and_check(model, route);
+      ASSERT_TRUE(e);
+      const builder::Plan& p = e->plan();
+      auto value = [&](const char* name) -> const builder::PlanValue& {
+        for (size_t v = 0; v < p.model.graph.values.size(); ++v)
+          if (p.model.graph.values[v].name == name) return p.values[v];
+        ADD_FAILURE() << "no value " << name;
+        return p.values[0];
+      };
+      const bool on = std::string(alias) == "on";
+      EXPECT_EQ(value("a").offset == value("cat").offset, on) << route;
+      EXPECT_EQ(value("b").offset == value("cat").offset + value("a").bytes, on) << route;
+      EXPECT_NE(value("n1").offset, value("cat2").offset) << route << ": batch 2, axis 1 is not aliased";
+      for (const builder::PlanStep& st : p.steps) {
+        const std::string& name = p.model.graph.nodes[static_cast<size_t>(st.node)].name;
+        if (on && (name == "relu" || name == "sig")) {
+          EXPECT_FALSE(st.in_place) << route << ": " << name;
+        }
+      }
+    }
+}
+
 }  // namespace
 }  // namespace tac

@@ -45,6 +45,12 @@ std::vector<Case> cases() {
       {"1x1 s2 M100 batch2", {2, 40, 15, 17}, {100, 40, 1, 1}, {2, 2}, {}, {}},
       {"3x3 K288 M20", {1, 32, 9, 11}, {20, 32, 3, 3}, {}, {1, 1, 1, 1}, {}},
       {"1x1 group2", {1, 24, 6, 7}, {30, 12, 1, 1}, {}, {}, {}, 2},
+      // Wide rows with few input channels (direct_rows_avx512: OW >= 16, C <= 16): M not a
+      // multiple of its 12-channel tile, OW not a multiple of 32 (and exactly 32), stride 2,
+      // 7x7, dilation with asymmetric pads, batch 2.
+      {"first layer 3x3 s2 wide", {1, 3, 41, 75}, {20, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}},
+      {"7x7 s2 p3 wide batch2", {2, 3, 30, 70}, {13, 3, 7, 7}, {2, 2}, {3, 3, 3, 3}, {}},
+      {"3x3 dil2 asym OW32", {1, 5, 9, 33}, {7, 5, 3, 3}, {}, {1, 2, 0, 1}, {2, 2}},
   };
 }
 
@@ -83,7 +89,7 @@ std::vector<const Tactic*> conv_family(ir::OpKind op) {
 TEST(ConvTactics, TableListsEveryTacticForBothOps) {
   const char* names[] = {"im2col_gemm",      "conv1x1_gemm",   "im2col_openblas", "conv1x1_openblas",
                          "im2col_gemm_inb",  "conv1x1_gemm_inb", "direct_avx512", "direct_avx2", "winograd_f2x3",
-                         "winograd_f4x3",    "depthwise_avx512", "depthwise_avx2", "onednn",    "onednn_nchw"};
+                         "winograd_f4x3",    "depthwise_avx512", "depthwise_avx2", "direct_rows_avx512", "onednn",    "onednn_nchw"};
   for (const char* name : names) {
     EXPECT_NE(find_tactic(ir::OpKind::Conv, name), nullptr) << name;
     EXPECT_NE(find_tactic(ir::OpKind::FusedConv, name), nullptr) << name;

@@ -185,5 +185,49 @@ TEST(GemmTactics, SgemmPackedAWithPerRowBias) {
     }
 }
 
+TEST(GemmTactics, TaskGridIsBalancedAcrossThreads) {
+  // The multi-thread split: every block within the blocking's mc x nc, the grid covering C, the
+  // task count a multiple of the thread count where the tiles allow, and the per-thread work of a
+  // static schedule (contiguous task chunks; task t = row block t % tm, column block t / tm), in
+  // padded mr x nr tiles, within one task's worth of the mean. bert-base's projections
+  // (128 x 768, 128 x 3072), ResNet-50-like conv GEMMs (256 x 3136, 64 x 3136), small and odd
+  // shapes.
+  const gemm::Blocking rows[] = {{gemm::Isa::avx512, 8, 32, 256, 128, 1024, false},
+                                 {gemm::Isa::avx512, 14, 32, 256, 112, 1024, true},
+                                 {gemm::Isa::avx512, 8, 48, 256, 128, 960, true}};
+  const std::pair<int64_t, int64_t> shapes[] = {{128, 768}, {128, 3072}, {256, 3136}, {64, 3136}, {960, 49},
+                                                {37, 1000}, {1, 1000}, {300, 97}, {2048, 2048}, {5, 20}};
+  for (const gemm::Blocking& blk : rows)
+    for (const auto& [M, N] : shapes)
+      for (int threads : {1, 2, 3, 4}) {
+        int64_t tm = 0, tn = 0;
+        gemm::task_grid(blk, M, N, threads, tm, tn);
+        const std::string what = std::to_string(M) + "x" + std::to_string(N) + " mr=" + std::to_string(blk.mr) +
+                                 " nr=" + std::to_string(blk.nr) + " threads=" + std::to_string(threads) +
+                                 " grid " + std::to_string(tm) + "x" + std::to_string(tn);
+        const int64_t mt = (M + blk.mr - 1) / blk.mr, nt = (N + blk.nr - 1) / blk.nr, ntasks = tm * tn;
+        ASSERT_TRUE(tm >= 1 && tm <= mt && tn >= 1 && tn <= nt) << what;
+        EXPECT_LE((mt + tm - 1) / tm * blk.mr, blk.mc) << what;
+        EXPECT_LE((nt + tn - 1) / tn * blk.nr, blk.nc) << what;
+        if (threads == 1) {
+          EXPECT_EQ(ntasks, ((M + blk.mc - 1) / blk.mc) * ((N + blk.nc - 1) / blk.nc)) << what;
+          continue;
+        }
+        if (mt * nt < 2 * threads) continue;  // too few tiles to balance
+        EXPECT_EQ(ntasks % threads, 0) << what;
+        std::vector<int64_t> work(static_cast<size_t>(threads), 0);
+        const int64_t chunk = (ntasks + threads - 1) / threads;
+        int64_t biggest = 0;
+        for (int64_t t = 0; t < ntasks; ++t) {
+          const int64_t ti = t % tm, tj = t / tm;
+          const int64_t tiles = ((ti + 1) * mt / tm - ti * mt / tm) * ((tj + 1) * nt / tn - tj * nt / tn);
+          work[static_cast<size_t>(t / chunk)] += tiles;
+          biggest = std::max(biggest, tiles);
+        }
+        const double mean = double(mt * nt) / threads;
+        for (int64_t w : work) EXPECT_LE(double(w), mean + double(biggest)) << what;
+      }
+}
+
 }  // namespace
 }  // namespace tac::kernels

@@ -66,6 +66,18 @@ double cost_ns(double flops, double eff, double bytes, int threads);
 // The epilogue's per-element cost in ns (activations like sigmoid/gelu run scalar).
 double epilogue_ns(const ConvGeom& g);
 
+// Phase planes of one input plane (depthwise.cc, direct_rows.cc): SH x SW zero-padded planes
+// of Rq rows x Wq columns, phase (ph, pw) at xq + (ph*SW + pw) * phase_floats holding padded
+// rows ph, ph+SH, ... and columns pw, pw+SW, ..., so that output (oh, ow) under tap (kh, kw)
+// reads phase ((kh*DH) % SH, (kw*DW) % SW) at row oh + (kh*DH)/SH, column ow + (kw*DW)/SW:
+// contiguous along ow at any stride. The floats from Rq*Wq to phase_floats are zeroed.
+struct DwPlanes {
+  int64_t H, W, PT, PL, SH, SW;
+  int64_t Rq, Wq, phase_floats;
+};
+// AVX-512 only (callers check cpu_features().avx512).
+void build_phases_avx512(const float* x, const DwPlanes& p, float* xq);
+
 // Tactic entry points, one set per file.
 #define TAC_CONV_TACTIC(name)                                  \
   Status name##_applies(const StepDesc& step);                 \
@@ -83,6 +95,7 @@ TAC_CONV_TACTIC(winograd_f2x3)
 TAC_CONV_TACTIC(winograd_f4x3)
 TAC_CONV_TACTIC(depthwise_avx512)
 TAC_CONV_TACTIC(depthwise_avx2)
+TAC_CONV_TACTIC(direct_rows_avx512)
 TAC_CONV_TACTIC(onednn)
 TAC_CONV_TACTIC(onednn_nchw)
 #undef TAC_CONV_TACTIC

@@ -29,20 +29,29 @@ double calibration(const char* t, const ConvGeom& g) {
   // clip): resnet18 downsample 81-96 us vs 3x3+relu 2-4x onednn; squeezenet fire squeeze 1x1+relu
   // 68-288 us vs ours 31-78; mobilenet_v2 1x1+clip expansions 4670 us vs ours 454.
   const bool nchw_act = g.ep.act != ir::Epilogue::Act::none;
+  // Direct along rows: timed in the same runs as the other tactics of the layer (isolated, 1
+  // thread, 2026-12-02, loaded machine, so as ratios to the oneDNN / GEMM tactics' calibrated
+  // estimates): 0.29-0.39 of its formula for short reductions (K <= 27: squeezenet conv1 and its
+  // 16-channel fire 1x1s, mobilenet_v2 features.0 and features.2-7 expansions), 0.8-0.85 for
+  // 3x3 on 16-32 channels (K = 144, 288: squeezenet expand3x3, where oneDNN is ~1.3x faster).
+  if (is("direct_rows_avx512")) return g.Cg() * g.KH * g.KW <= 32 ? 0.36 : 0.85;
   if (is("onednn_nchw") && nchw_act) return dw ? 2.0 : one ? 2.0 : 1.6;
   if (dw) {
-    // oneDNN's depthwise (blocked nChw16c, reorders included): 0.21-0.32 of the formula at every
-    // stride and size (mobilenet_v2 features.1-17).
-    if (is("onednn")) return 0.27;
-    // Ours: per-row overhead grows as rows shrink (measured/formula 0.27 at OW=56, 0.39 at 28,
-    // 0.5 at 14, 0.55 at 7, stride 1), and stride 2 reads every other column: about 2x
-    // (0.58 at OW=56, 0.66 at 28, 0.78 at 14, 1.05 at 7).
-    // depthwise_avx2 against depthwise_avx512 (same formula, other efficiency): 1.4x slower at
-    // stride 1 (features.1/3), faster at stride 2 (features.2: 829 vs 1040 us).
+    // oneDNN's depthwise (blocked nChw16c, reorders included): 0.21-0.32 of the formula at
+    // stride 1 (mobilenet_v2 features.1-17), ~1.4x that at stride 2 (single dw+clip layers,
+    // 2026-12-02: 112->56 96ch 662 us, 56->28 144ch 320 us against 524 / 196 estimated at 0.27).
+    if (is("onednn")) return g.SW > 1 ? 0.38 : 0.27;
+    // Ours over the flattened phase planes (the formula counts its Wq/OW wasted lanes): per-plane
+    // overhead grows as planes shrink, and stride 2 is no longer dearer than stride 1 (phases
+    // built with a de-interleaving permute). Measured / formula, single dw+clip layers, 1 thread,
+    // 2026-12-02 (`tactician build L.onnx --verbose --route builder.selection=isolated`):
+    // 0.31 (112x112 s1, 32ch), 0.30 (112->56 s2, 96ch), 0.41 (56->28 s2), 0.37 (14x14, 384ch),
+    // 0.60 (7x7, 960ch): 0.28 + 2.2/OW. depthwise_avx2 on the same AVX-512 core: 1.3-1.9x slower
+    // (1.45x median); on an AVX2-only core it is the native kernel and the formula's halved peak
+    // covers it.
     if (is("depthwise_avx512") || is("depthwise_avx2")) {
-      const double f = 0.22 + 2.8 / ow;
-      const double avx2 = is("depthwise_avx2") ? (g.SW > 1 ? 0.85 : 1.35) : 1.0;
-      return (g.SW > 1 ? 2.0 : 1.0) * f * avx2;
+      const double f = 0.28 + 2.2 / ow;
+      return f * (is("depthwise_avx2") && cpu_features().avx512 ? 1.45 : 1.0);
     }
     if (is("onednn_nchw")) return g.ep.act == ir::Epilogue::Act::none ? 0.52 : 2.0;
     if (is("im2col_gemm_inb") || is("im2col_openblas")) return 0.68;
@@ -104,6 +113,7 @@ TAC_CONV_NAME(winograd_f2x3)
 TAC_CONV_NAME(winograd_f4x3)
 TAC_CONV_NAME(depthwise_avx512)
 TAC_CONV_NAME(depthwise_avx2)
+TAC_CONV_NAME(direct_rows_avx512)
 TAC_CONV_NAME(onednn)
 TAC_CONV_NAME(onednn_nchw)
 #undef TAC_CONV_NAME
@@ -127,6 +137,7 @@ const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(winograd_f4x3, "Winograd F(4x4,3x3): 3x3 stride 1 dilation 1 group 1, 36 sgemms; const weights"),
     TAC_CONV_ROWS(depthwise_avx512, "depthwise (group == C == M) conv, 16 output pixels per AVX-512 vector"),
     TAC_CONV_ROWS(depthwise_avx2, "depthwise (group == C == M) conv, 8 output pixels per AVX2 vector"),
+    TAC_CONV_ROWS(direct_rows_avx512, "direct conv along output rows (phase planes for strides), 12 out-channels x 32 columns AVX-512 tile; few input channels (C <= 32, OW >= 16)"),
     TAC_CONV_ROWS(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside"),
     TAC_CONV_ROWS(onednn_nchw, "oneDNN convolution forced to plain nchw/oihw formats (no reorders)"),
 };

@@ -286,7 +286,9 @@ Result<std::unique_ptr<Kernel>> concat_prepare(const StepDesc& s) {
       for (int64_t i = b; i < e; ++i) {
         char* yo = y + i * out_row;
         for (size_t k = 0; k < rows.size(); ++k) {
-          if (rows[k]) std::memcpy(yo, static_cast<const char*>(in[k].data) + i * rows[k], static_cast<size_t>(rows[k]));
+          const char* src = static_cast<const char*>(in[k].data) + i * rows[k];
+          // An input the memory plan placed in its slice already (memory.concat_alias) is not copied.
+          if (rows[k] && src != yo) std::memcpy(yo, src, static_cast<size_t>(rows[k]));
           yo += rows[k];
         }
       }

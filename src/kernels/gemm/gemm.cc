@@ -153,7 +153,9 @@ void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t q = 0; q < cols; ++q) cp[r * ldc + q] = first ? tile[r * nr + q] : cp[r * ldc + q] + tile[r * nr + q];
         }
-        if (last && !identity) apply_epilogue_rows(row, i0 + ir, rows, j0 + jr, cols, c, ldc, tile_ep);
+        if (last && !identity &&
+            !(blk.isa == Isa::avx512 && detail::avx512_tile_epilogue(c, ldc, i0 + ir, rows, j0 + jr, cols, tile_ep)))
+          apply_epilogue_rows(row, i0 + ir, rows, j0 + jr, cols, c, ldc, tile_ep);
       }
     }
   }
@@ -164,6 +166,33 @@ void run_block(const Blocking& blk, int64_t i0, int64_t m, int64_t j0, int64_t n
 }
 
 }  // namespace
+
+void task_grid(const Blocking& blk, int64_t M, int64_t N, int threads, int64_t& tm, int64_t& tn) {
+  // Tasks are a tm x tn grid of C blocks in whole mr x nr tiles, the tiles of each dimension
+  // dealt out evenly (block sizes differ by at most one tile), each block at most the
+  // blocking's mc x nc (mc bounds the packed-A scratch: tm >= ceil(M / mc) guarantees it). With
+  // several threads the grid is refined until there are at least two tasks per thread and their
+  // count is a multiple of the thread count (where the tiles allow), so a static schedule gives
+  // every thread the same work. Halving mc / nc instead left uneven remainders: M=128 x N=768
+  // became blocks of 512 and 256 columns, one thread doing twice the other's work (bert-base's
+  // projections at 2 threads). The split never changes any element's arithmetic (K blocking
+  // is the same).
+  const int64_t mt = ceil_div(M, blk.mr), nt = ceil_div(N, blk.nr);
+  tm = ceil_div(M, blk.mc), tn = ceil_div(N, std::max(blk.nc, blk.nr));
+  if (threads <= 1) return;
+  // Cut the dimension whose blocks are larger (in elements), preferring N on ties (each task
+  // then re-reads fewer packed A rows); stop when the tiles run out.
+  auto cut = [&] {
+    const bool can_m = tm < mt, can_n = tn < nt;
+    if (!can_m && !can_n) return false;
+    const double m_size = static_cast<double>(M) / static_cast<double>(tm), n_size = static_cast<double>(N) / static_cast<double>(tn);
+    if (can_n && (n_size >= m_size || !can_m)) ++tn;
+    else ++tm;
+    return true;
+  };
+  while (tm * tn < 2 * threads && cut()) {}
+  for (int extra = 0; (tm * tn) % threads != 0 && extra < 4 * threads && cut(); ++extra) {}
+}
 
 bool isa_available(Isa isa) {
   return isa == Isa::avx512 ? cpu_features().avx512 : cpu_features().avx2_fma;
@@ -233,25 +262,15 @@ void sgemm(const Blocking& blk, int64_t M, int64_t N, int64_t K, const Operand& 
     bp = dst;
   }
   const bool identity = epilogue_is_identity(ep);
-  // Tasks: mc x nc blocks of C. With several threads, split further (in whole tiles) until there
-  // are about two tasks per thread; the split never changes any element's arithmetic.
-  int64_t mc = blk.mc, nc = blk.nc;
-  if (threads > 1) {
-    auto tasks = [&] { return ceil_div(M, mc) * ceil_div(N, nc); };
-    while (tasks() < 2 * threads) {
-      if (nc > blk.nr && (ceil_div(N, nc) <= ceil_div(M, mc) || mc <= blk.mr))
-        nc = std::max<int64_t>(blk.nr, ceil_div(nc / 2, blk.nr) * blk.nr);
-      else if (mc > blk.mr)
-        mc = std::max<int64_t>(blk.mr, ceil_div(mc / 2, blk.mr) * blk.mr);
-      else
-        break;
-    }
-  }
-  const int64_t tm = ceil_div(M, mc), tn = ceil_div(N, nc), ntasks = tm * tn;
+  int64_t tm = 1, tn = 1;
+  task_grid(blk, M, N, threads, tm, tn);
+  const int64_t mt = ceil_div(M, blk.mr), nt = ceil_div(N, blk.nr), ntasks = tm * tn;
   const size_t per_thread = thread_scratch_floats(blk);
   auto task = [&](int64_t t, float* scratch) {
-    const int64_t i0 = (t % tm) * mc, j0 = (t / tm) * nc;
-    run_block(blk, i0, std::min(mc, M - i0), j0, std::min(nc, N - j0), K, a, bp, b_rs, c, ldc, ep, identity, scratch);
+    const int64_t ti = t % tm, tj = t / tm;
+    const int64_t i0 = ti * mt / tm * blk.mr, i1 = std::min(M, (ti + 1) * mt / tm * blk.mr);
+    const int64_t j0 = tj * nt / tn * blk.nr, j1 = std::min(N, (tj + 1) * nt / tn * blk.nr);
+    run_block(blk, i0, i1 - i0, j0, j1 - j0, K, a, bp, b_rs, c, ldc, ep, identity, scratch);
   };
   if (threads == 1 || ntasks == 1) {
     for (int64_t t = 0; t < ntasks; ++t) task(t, ws);

@@ -94,6 +94,12 @@ size_t sgemm_workspace_bytes(const Blocking& blk, int64_t M, int64_t N, int64_t 
 void sgemm(const Blocking& blk, int64_t M, int64_t N, int64_t K, const Operand& a, const Operand& b, float* c,
            int64_t ldc, const Epilogue& ep, int threads, void* workspace);
 
+// The grid of tasks sgemm splits C into for `threads` threads: tm x tn blocks, the mr-row and
+// nr-column tiles dealt out evenly (task (ti, tj) holds row tiles [ti*mt/tm, (ti+1)*mt/tm) of
+// the mt = ceil(M/mr), likewise columns), each within the blocking's mc x nc; with several
+// threads, tm * tn a multiple of `threads` where the tiles allow. Exposed for tests.
+void task_grid(const Blocking& blk, int64_t M, int64_t N, int threads, int64_t& tm, int64_t& tn);
+
 // The epilogue alone over rows of an already computed C (for library GEMMs: OpenBLAS), using the
 // best ISA available. Row i of C is c + i * ldc; `row0` is the index of the first row (for the
 // per-row bias and the residual).
@@ -121,6 +127,11 @@ void avx2_row_epilogue(float* c, int64_t n, float alpha, const float* bias, floa
 // with the elementwise family's vector functions for `isa`: the same code, so the same results,
 // as a separate Gelu/Sigmoid/Tanh step. False (nothing done) for any other activation.
 bool vector_act_row(Isa isa, const ir::Epilogue& act, float* c, int64_t n);
+// The epilogue over rows [i0, i0+rows) x columns [j0, j0+n) of C (one microkernel tile), as
+// avx512_row_epilogue row by row but with its set-up once per tile: with short reductions
+// (1x1 convs on 16-96 channels) the per-row calls cost as much as the tile's FMAs. Handles
+// none / relu / clip and a residual with unit column stride; false: use the per-row path.
+bool avx512_tile_epilogue(float* c, int64_t ldc, int64_t i0, int64_t rows, int64_t j0, int64_t n, const Epilogue& ep);
 }  // namespace detail
 
 }  // namespace tac::kernels::gemm
