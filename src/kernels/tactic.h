@@ -83,6 +83,7 @@ std::span<const Tactic> reference_tactics();  // one "reference" tactic per op, 
 std::span<const Tactic> gemm_tactics();
 std::span<const Tactic> conv_tactics();
 std::span<const Tactic> elementwise_tactics();
+std::span<const Tactic> precision_tactics();  // Cast fp32<->bf16, QuantizeLinear (precision rewrite)
 std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
 
 }  // namespace tac::kernels
