@@ -228,6 +228,40 @@ Status cancel_casts(ir::Graph& g, PrecisionReport* report) {
   return cancelled ? remove_nodes(g, dead) : Status::ok();
 }
 
+// An int8 node whose fp32 output only feeds one QuantizeLinear (the next int8 node's input)
+// writes the quantized values itself: attributes y_scale and y_dtype, the QuantizeLinear goes.
+// Not with a residual (it is fp32, added before the output is quantized, which oneDNN's int8
+// sum post-op would read in the output's type).
+Status chain_int8(ir::Graph& g, PrecisionReport* report) {
+  const auto users = value_users(g);
+  std::vector<bool> dead(g.nodes.size(), false);
+  int chained = 0;
+  for (ir::Node& a : g.nodes) {
+    if (!a.attr("x_scale") || a.attr("y_scale") || a.outputs.size() != 1) continue;
+    if (a.op == OpKind::FusedConv || a.op == OpKind::FusedMatMul)
+      if (present(a, 3)) continue;
+    const int y = a.outputs[0];
+    if (!has_single_user(users, y)) continue;
+    ir::Node& q = g.nodes[static_cast<size_t>(users[static_cast<size_t>(y)][0])];
+    if (q.op != OpKind::QuantizeLinear || q.inputs.size() != 3 || q.inputs[0] != y) continue;
+    const Tensor* scale = constant_of(g, q.inputs[1]);
+    const Tensor* zp = constant_of(g, q.inputs[2]);
+    if (!scale || !zp || scale->numel() != 1 || zp->numel() != 1 || zp->get_f64(0) != 0) continue;
+    ir::Attribute ys;
+    ys.type = ir::Attribute::Type::f;
+    ys.f = scale->data<float>()[0];
+    a.attrs["y_scale"] = ys;
+    a.attrs["y_dtype"] = int_attr(static_cast<int64_t>(zp->dtype()));
+    a.outputs[0] = q.outputs[0];
+    dead[static_cast<size_t>(q.index)] = true;
+    ++chained;
+  }
+  if (!chained) return Status::ok();
+  report->quantizes -= chained;
+  report->log.push_back("precision: " + std::to_string(chained) + " int8 nodes write int8 for the next one (QuantizeLinear absorbed)");
+  return remove_nodes(g, dead);
+}
+
 }  // namespace
 
 std::vector<std::string> precision_values() {
@@ -318,6 +352,7 @@ Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& c
   }
   TAC_RETURN_IF_ERROR(g.sort_topologically());
   TAC_RETURN_IF_ERROR(cancel_casts(g, report));
+  TAC_RETURN_IF_ERROR(chain_int8(g, report));
   report->casts = 0;
   for (const ir::Node& n : g.nodes) report->casts += n.op == OpKind::Cast && n.domain.empty() ? 1 : 0;
   report->log.push_back("precision: " + std::to_string(report->bf16_nodes) + " nodes in bf16, " +

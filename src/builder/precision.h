@@ -13,7 +13,9 @@
 //   build time to s8, and the node as FusedConv / FusedMatMul with int8 inputs and fp32 output,
 //   carrying its scales as attributes `x_scale` and `w_scales` (the node dequantizes: y =
 //   x_scale * w_scale[c] * sum(xq * wq) + bias, then its epilogue). x_scale = absmax / 127
-//   (s8) or absmax / 255 (u8) over the calibration inputs.
+//   (s8) or absmax / 255 (u8) over the calibration inputs. An int8 node whose output only feeds
+//   the next int8 node's QuantizeLinear (and has no residual) absorbs it: attributes y_scale /
+//   y_dtype, it writes u8/s8 directly (y = saturate(round(result / y_scale))).
 #pragma once
 
 #include <map>

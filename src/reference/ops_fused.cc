@@ -1,5 +1,8 @@
 // Reference kernels of the builder's internal fused ops: the plain op's reference kernel, then
 // the epilogue (residual add, activation) in double. They define what a fusion must compute.
+#include <algorithm>
+#include <cmath>
+
 #include "ir/epilogue.h"
 #include "reference/helpers.h"
 
@@ -23,8 +26,14 @@ void fused_kernel(KernelContext& ctx, OpKind base, size_t n_base, bool matmul) {
   // Lower precision (the builder's precision rewrite): bf16 operands compute in float, rounded
   // once at the output; int8 operands (attributes x_scale, w_scales) are dequantized first:
   // x = x_scale * xq, w[c] = w_scales[c] * wq[c] per output channel c, fp32 output.
+  // With y_scale (and y_dtype: int8 or uint8) the fp32 result is then quantized as
+  // QuantizeLinear(y, y_scale, 0) would: round half to even of y / y_scale, saturated.
   const bool int8 = ctx.node.attr("x_scale") != nullptr;
-  const DType out_dtype = int8 ? DType::float32 : ctx.input(0).dtype();
+  const ir::Attribute* y_scale = ctx.node.attr("y_scale");
+  const DType out_dtype = y_scale && ctx.node.attr("y_dtype") ? static_cast<DType>(ctx.node.attr("y_dtype")->i)
+                          : int8                               ? DType::float32
+                                                               : ctx.input(0).dtype();
+  if (y_scale && out_dtype != DType::int8 && out_dtype != DType::uint8) ctx.fail_invalid("y_dtype must be int8 or uint8");
   Datum xf, wf;
   if (int8 || out_dtype == DType::bfloat16) {
     const Tensor& x = ctx.input(0);
@@ -93,7 +102,12 @@ void fused_kernel(KernelContext& ctx, OpKind base, size_t n_base, bool matmul) {
     double v = y.get_f64(i);
     if (has_bias) v += ctx.input(2).get_f64(bias_idx[static_cast<size_t>(i)]);
     if (has_res) v += ctx.input(r_index).get_f64(res_idx[static_cast<size_t>(i)]);
-    out.set_f64(i, ep->apply(v));
+    v = ep->apply(v);
+    if (y_scale) {
+      const double q = std::nearbyint(static_cast<float>(static_cast<double>(static_cast<float>(v)) / y_scale->f));
+      v = std::isnan(q) ? 0.0 : std::clamp(q, out_dtype == DType::uint8 ? 0.0 : -128.0, out_dtype == DType::uint8 ? 255.0 : 127.0);
+    }
+    out.set_f64(i, v);
   }
 }
 

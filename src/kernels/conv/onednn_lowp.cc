@@ -51,10 +51,14 @@ Result<ConvGeom> lowp_geom(const StepDesc& s, Lowp kind) {
     if (!cpu_features().avx512_vnni) return not_applicable("needs AVX512-VNNI");
     if (op != ir::OpKind::FusedConv || !s.node->attr("x_scale") || !s.node->attr("w_scales"))
       return not_applicable("not an int8 step (FusedConv with x_scale / w_scales)");
+    // With y_scale the output is quantized (u8 / s8 for the next int8 node), else fp32.
+    const bool y_q = s.node->attr("y_scale") != nullptr;
+    const DType y = s.out_dtypes[0];
     if ((s.in_dtypes[0] != DType::uint8 && s.in_dtypes[0] != DType::int8) || s.in_dtypes[1] != DType::int8 ||
-        s.out_dtypes[0] != DType::float32)
-      return not_applicable("int8 needs u8/s8 X, s8 W, fp32 Y");
-    if (res && s.in_dtypes[3] != DType::float32) return not_applicable("the residual must be fp32");
+        (y_q ? y != DType::uint8 && y != DType::int8 : y != DType::float32))
+      return not_applicable("int8 needs u8/s8 X, s8 W, fp32 Y (u8/s8 with y_scale)");
+    if (res && (y_q || s.in_dtypes[3] != DType::float32)) return not_applicable("the residual must be fp32, without y_scale");
+    if (y_q && !(s.node->attr("y_scale")->f > 0)) return not_applicable("y_scale must be positive");
   }
   if (!s.constants[1]) return not_applicable("weights are not constant (reordered at prepare)");
   StepDesc f = s;
@@ -104,6 +108,7 @@ class LowpConvKernel final : public Kernel {
     dnnl::post_ops po;
     if (g.has_res) po.append_sum(1.0f);
     const float a = g.ep.alpha, b = g.ep.beta;
+
     using alg = dnnl::algorithm;
     switch (g.ep.act) {
       case ir::Epilogue::Act::none: break;
@@ -119,6 +124,10 @@ class LowpConvKernel final : public Kernel {
         po.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
         break;
     }
+    // y_scale: y / y_scale as the last post-op; the f32 -> s8/u8 store rounds to nearest even
+    // and saturates.
+    if (const ir::Attribute* ys = s.node->attr("y_scale"); ys && kind == Lowp::int8)
+      po.append_eltwise(1.0f, alg::eltwise_linear, 1.0f / ys->f, 0.0f);
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::memory::dims strides{g.SH, g.SW}, dil{g.DH - 1, g.DW - 1}, pl{g.PT, g.PL}, pr{g.PB, g.PR};

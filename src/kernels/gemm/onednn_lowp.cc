@@ -62,12 +62,16 @@ Status analyze_lowp(const StepDesc& s, Lowp kind, Problem& p) {
     if (!cpu_features().avx512_vnni) return not_applicable("needs AVX512-VNNI");
     if (op != ir::OpKind::FusedMatMul || !s.node->attr("x_scale") || !s.node->attr("w_scales"))
       return not_applicable("not an int8 step (FusedMatMul with x_scale / w_scales)");
+    // With y_scale the output is quantized (u8 / s8 for the next int8 node), else fp32.
+    const bool y_q = s.node->attr("y_scale") != nullptr;
+    const DType y = s.out_dtypes[0];
     if ((s.in_dtypes[0] != DType::uint8 && s.in_dtypes[0] != DType::int8) || s.in_dtypes[1] != DType::int8 ||
-        s.out_dtypes[0] != DType::float32)
-      return not_applicable("int8 needs u8/s8 A, s8 B, fp32 output");
+        (y_q ? y != DType::uint8 && y != DType::int8 : y != DType::float32))
+      return not_applicable("int8 needs u8/s8 A, s8 B, fp32 output (u8/s8 with y_scale)");
     if (!s.constants[1]) return not_applicable("int8 needs constant B");
-    if (res >= 0 && s.has_input(static_cast<size_t>(res)) && s.in_dtypes[static_cast<size_t>(res)] != DType::float32)
-      return not_applicable("the residual must be fp32");
+    if (res >= 0 && s.has_input(static_cast<size_t>(res)) && (y_q || s.in_dtypes[static_cast<size_t>(res)] != DType::float32))
+      return not_applicable("the residual must be fp32, without y_scale");
+    if (y_q && !(s.node->attr("y_scale")->f > 0)) return not_applicable("y_scale must be positive");
   }
   if (s.has_input(2) && op != ir::OpKind::Gemm && s.in_dtypes[2] != DType::float32) return not_applicable("bias must be fp32");
   StepDesc f = s;
@@ -148,6 +152,10 @@ class LowpMatmulKernel final : public Kernel {
         po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 1.0f);
         break;
     }
+    // y_scale: y / y_scale as the last post-op; the f32 -> s8/u8 store rounds to nearest even
+    // and saturates.
+    if (const ir::Attribute* ys = s.node->attr("y_scale"); ys && kind_ == Lowp::int8)
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / ys->f, 0.0f);
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto d = p_.bias_input >= 0 ? dnnl::matmul::desc(src_md_, wei_any, bias_md_, dst_md_)
