@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "builder/memory_planner.h"
 #include "builder/passes/pass.h"
+#include "builder/precision.h"
 #include "ir/shape_inference.h"
 #include "kernels/tactic_check.h"
 #include "reference/interpreter.h"
@@ -60,7 +63,9 @@ void add_global_knobs(KnobSpace& space) {
   space.add({"memory.concat_alias", {"on", "off"}, "on",
              "Concat inputs live in their slices of the output (when the dims before the axis are 1): their producers "
              "write there and the Concat copies nothing", KnobScope::global});
-  space.add({"precision.default", {"fp32"}, "fp32", "compute precision of every layer (bf16 and int8 to come)",
+  space.add({"precision.default", precision_values(), "fp32",
+             "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
+             "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales",
              KnobScope::global});
   space.add({"layout.default", {"nchw"}, "nchw",
              "activation layout between layers (NHWC and blocked layouts to come; tactics may reorder inside)",
@@ -184,8 +189,10 @@ Status complete_shapes(ir::Model& m, bool strict) {
 }
 
 // Copies the model, binds input dims, runs the passes the route enables, and completes shapes.
+// `calibrate`: int8 nodes get scales from calibration data (else placeholders: the knob space
+// needs only the graph's structure). `report` (optional) receives the precision rewrite's counts.
 Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, const BuildOptions& opts,
-                                std::vector<std::string>* log) {
+                                std::vector<std::string>* log, bool calibrate = false, BuildReport* report = nullptr) {
   ir::Model m = src;
   ir::Graph& g = m.graph;
   name_nodes(g);
@@ -216,6 +223,42 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
       TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/false));
       if (g.nodes.size() == before) break;
     }
+  }
+  TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
+  // Precision after the fusions: a fused node (bias, residual, activation) is what computes in
+  // lower precision, and the casts go around it, not inside it.
+  const std::map<std::string, std::string> choice = chosen_precisions(g, route);
+  std::vector<std::string> int8_nodes;
+  for (const auto& [name, p] : choice)
+    if (p == "int8") int8_nodes.push_back(name);
+  std::optional<Calibration> calib;
+  if (calibrate && !int8_nodes.empty()) {
+    // Calibrate every candidate at once and keep the ranges for this process: they depend only
+    // on the model, its bound dims and the passes (a tuner or a test builds many int8 routes).
+    static std::mutex mu;
+    static std::map<std::string, Calibration> cache;
+    std::string key = src.hash + "|" + src.path;
+    for (const auto& [d, v] : opts.dims) key += "|" + d + "=" + std::to_string(v);
+    for (const Pass& p : pass_pipeline()) key += route.on(std::string("pass.") + p.name) ? "1" : "0";
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      std::vector<std::string> all;
+      for (const auto& [name, p] : choice) all.push_back(name);
+      std::string source;
+      TAC_ASSIGN_OR_RETURN(auto sets, calibration_inputs(m, 4, source));
+      TAC_ASSIGN_OR_RETURN(Calibration c, calibrate_ranges(m, all, sets, source));
+      it = cache.emplace(key, std::move(c)).first;
+    }
+    calib = it->second;
+  }
+  PrecisionReport pr;
+  TAC_RETURN_IF_ERROR(apply_precision(m, choice, calib ? &*calib : nullptr, &pr));
+  for (std::string& line : pr.log) ctx.log.push_back(std::move(line));
+  if (report) {
+    report->casts = pr.casts;
+    report->quantizes = pr.quantizes;
+    report->calibration = calib ? calib->source : "";
   }
   TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
   if (log) *log = std::move(ctx.log);
@@ -483,16 +526,37 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   std::map<std::string, std::string> ops, groups;
   std::map<std::string, std::vector<std::string>> default_values;
   std::vector<std::string> order;
-  for (int variant = 0; variant < 2; ++variant) {
+  // Precision knobs: the candidates of the default graph (see precision.h).
+  std::vector<Knob> precision_knobs;
+  // Variants 2, 3: every candidate in bf16 / int8, so that routes can pin the lower-precision
+  // tactics of the nodes variants 0 and 1 name (the casts they add get no knobs of their own).
+  const std::vector<std::string> lowp = precision_values();
+  for (int variant = 0; variant < 4; ++variant) {
     Route r;
     if (variant == 1)
       for (const Pass& p : pass_pipeline())
         if (std::string(p.name).rfind("fuse_", 0) == 0) r.values[std::string("pass.") + p.name] = "off";
+    if (variant >= 2) {
+      const char* want = variant == 2 ? "bf16" : "int8";
+      if (std::find(lowp.begin(), lowp.end(), want) == lowp.end()) continue;
+      r.values["precision.default"] = want;
+    }
     RouteView view(r, space);
     auto g = prepare_graph(m, view, opts, nullptr);
     if (!g) return g.status();
     const int threads = static_cast<int>(view.get_int("threads"));
+    if (variant == 0 && lowp.size() > 1)
+      for (const ir::Node& n : g->graph.nodes) {
+        if (!precision_candidate(g->graph, n)) continue;
+        std::vector<std::string> vals = {"default"};
+        for (const std::string& p : lowp)
+          if (p != "int8" || int8_candidate(g->graph, n)) vals.push_back(p);
+        precision_knobs.push_back({"precision." + n.name, vals, "default",
+                                   n.op_type + ": the precision this node computes in (default: precision.default)",
+                                   KnobScope::node, "precision:" + node_signature(g->graph, n)});
+      }
     for (const ir::Node& n : g->graph.nodes) {
+      if (variant >= 2 && !values.count(n.name)) continue;
       std::vector<int> inputs = n.inputs;
       for (int v : implicit_inputs(g->graph, n)) inputs.push_back(v);
       Ranked r2 = rank_tactics(step_desc(g->graph, n, inputs, threads), opts.planted_faults);
@@ -512,6 +576,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       }
     }
   }
+  for (Knob& k : precision_knobs) space.add(std::move(k));
   for (const std::string& name : order)
     space.add({"tactic." + name, values[name], "auto",
                ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node,
@@ -530,7 +595,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   plan.model_hash = m.hash;
   plan.device = device_fingerprint();
   plan.threads = static_cast<int>(view.get_int("threads"));
-  TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log));
+  TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log, /*calibrate=*/true, &plan.report));
   const ir::Graph& g = plan.model.graph;
 
   // Tactic selection.

@@ -41,6 +41,9 @@ struct BuildReport {
   std::vector<std::string> pass_log;
   std::vector<TacticRanking> rankings;
   int reformats = 0;  // layout conversions inserted (none yet: every tactic reads/writes NCHW/plain)
+  int casts = 0;      // Cast steps (fp32 <-> bf16) the precision rewrite left after its cleanup
+  int quantizes = 0;  // QuantizeLinear steps (fp32 -> int8) it inserted
+  std::string calibration;  // where int8 scales came from ("" when no node is int8)
   double build_ms = 0;
 };
 

@@ -47,6 +47,10 @@ class Rules {
   void set(size_t i, ValueType t) {
     if (i >= n_.outputs.size() || n_.outputs[i] == kNoValue) return;
     ValueType& dst = g_.values[static_cast<size_t>(n_.outputs[i])].type;
+    // An int8 FusedConv / FusedMatMul (the builder's precision rewrite) dequantizes: fp32 out.
+    // With y_scale it also quantizes its output to y_dtype.
+    if ((n_.op == OpKind::FusedConv || n_.op == OpKind::FusedMatMul) && n_.attr("x_scale"))
+      t.dtype = n_.attr("y_dtype") ? static_cast<DType>(n_.attr("y_dtype")->i) : DType::float32;
     if (t.dtype == DType::undefined) t.dtype = dst.dtype;
     if (!t.has_shape && dst.has_shape) {  // keep the declared shape when we know nothing better
       t.has_shape = true;

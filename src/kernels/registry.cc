@@ -7,7 +7,8 @@ namespace tac::kernels {
 std::vector<const Tactic*> tactics_for(ir::OpKind op, bool planted_faults) {
   std::vector<const Tactic*> out;
   // Explicit list of the family tables; the reference fallback goes last.
-  for (std::span<const Tactic> table : {gemm_tactics(), conv_tactics(), elementwise_tactics(), attention_tactics(), chain_tactics(), reference_tactics()})
+  for (std::span<const Tactic> table : {gemm_tactics(), conv_tactics(), elementwise_tactics(), attention_tactics(),
+                                         chain_tactics(), precision_tactics(), reference_tactics()})
     for (const Tactic& t : table)
       if (t.op == op) out.push_back(&t);
   if (planted_faults)

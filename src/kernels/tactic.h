@@ -85,6 +85,7 @@ std::span<const Tactic> conv_tactics();
 std::span<const Tactic> elementwise_tactics();
 std::span<const Tactic> attention_tactics();
 std::span<const Tactic> chain_tactics();  // FusedElementwise
+std::span<const Tactic> precision_tactics();  // Cast fp32<->bf16, QuantizeLinear (precision rewrite)
 std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
 
 }  // namespace tac::kernels

@@ -1,5 +1,8 @@
 // Reference kernels of the builder's internal fused ops: the plain op's reference kernel, then
 // the epilogue (residual add, activation) in double. They define what a fusion must compute.
+#include <algorithm>
+#include <cmath>
+
 #include "ir/elementwise_chain.h"
 #include "ir/epilogue.h"
 #include "reference/helpers.h"
@@ -21,9 +24,47 @@ void fused_kernel(KernelContext& ctx, OpKind base, size_t n_base, bool matmul) {
   std::vector<const Datum*> ins;
   Tensor b_transposed;
   for (size_t i = 0; i < plain.inputs.size(); ++i) ins.push_back(ctx.has_input(i) ? &ctx.input_datum(i) : nullptr);
+  // Lower precision (the builder's precision rewrite): bf16 operands compute in float, rounded
+  // once at the output; int8 operands (attributes x_scale, w_scales) are dequantized first:
+  // x = x_scale * xq, w[c] = w_scales[c] * wq[c] per output channel c, fp32 output.
+  // With y_scale (and y_dtype: int8 or uint8) the fp32 result is then quantized as
+  // QuantizeLinear(y, y_scale, 0) would: round half to even of y / y_scale, saturated.
+  const bool int8 = ctx.node.attr("x_scale") != nullptr;
+  const ir::Attribute* y_scale = ctx.node.attr("y_scale");
+  const DType out_dtype = y_scale && ctx.node.attr("y_dtype") ? static_cast<DType>(ctx.node.attr("y_dtype")->i)
+                          : int8                               ? DType::float32
+                                                               : ctx.input(0).dtype();
+  if (y_scale && out_dtype != DType::int8 && out_dtype != DType::uint8) ctx.fail_invalid("y_dtype must be int8 or uint8");
+  Datum xf, wf;
+  if (int8 || out_dtype == DType::bfloat16) {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    Tensor xt = new_tensor(ctx, DType::float32, x.shape());
+    Tensor wt = new_tensor(ctx, DType::float32, w.shape());
+    const double x_scale = int8 ? ctx.node.attr("x_scale")->f : 1.0;
+    for (int64_t i = 0; i < x.numel(); ++i) xt.set_f64(i, x.get_f64(i) * x_scale);
+    if (int8) {
+      const ir::Attribute* ws = ctx.node.attr("w_scales");
+      const bool by_row = !matmul || ctx.attr_int("transB", 0) != 0;  // channel = W's axis 0, else its last axis
+      const int64_t channels = w.rank() == 0 ? 1 : (by_row ? w.dim(0) : w.shape().back());
+      if (!ws || static_cast<int64_t>(ws->floats.size()) != channels)
+        ctx.fail_invalid("w_scales must have one scale per output channel (" + std::to_string(channels) + ")");
+      const int64_t inner = w.numel() / std::max<int64_t>(channels, 1);
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const int64_t c = by_row ? i / inner : i % channels;
+        wt.set_f64(i, w.get_f64(i) * ws->floats[static_cast<size_t>(c)]);
+      }
+    } else {
+      for (int64_t i = 0; i < w.numel(); ++i) wt.set_f64(i, w.get_f64(i));
+    }
+    xf = Datum(xt);
+    wf = Datum(wt);
+    ins[0] = &xf;
+    ins[1] = &wf;
+  }
   Datum bt;
   if (matmul && ctx.attr_int("transB", 0) != 0) {  // MatMul with B (2-D) transposed
-    const Tensor& b = ctx.input(1);
+    const Tensor& b = ins[1]->tensor;
     if (b.rank() != 2) ctx.fail_invalid("transB needs a 2-D B, got " + shape_to_string(b.shape()));
     Tensor t = new_tensor(ctx, b.dtype(), {b.dim(1), b.dim(0)});
     const size_t es = dtype_size(b.dtype());
@@ -42,7 +83,7 @@ void fused_kernel(KernelContext& ctx, OpKind base, size_t n_base, bool matmul) {
   const size_t r_index = matmul ? 3 : 3;
   const bool has_bias = matmul && ctx.has_input(2);
   const bool has_res = ctx.has_input(r_index);
-  Tensor& out = ctx.make_output(0, y.dtype(), y.shape());
+  Tensor& out = ctx.make_output(0, out_dtype, y.shape());
   std::vector<int64_t> bias_idx, res_idx;
   if (has_bias) {
     const Tensor& b = ctx.input(2);
@@ -62,7 +103,12 @@ void fused_kernel(KernelContext& ctx, OpKind base, size_t n_base, bool matmul) {
     double v = y.get_f64(i);
     if (has_bias) v += ctx.input(2).get_f64(bias_idx[static_cast<size_t>(i)]);
     if (has_res) v += ctx.input(r_index).get_f64(res_idx[static_cast<size_t>(i)]);
-    out.set_f64(i, ep->apply(v));
+    v = ep->apply(v);
+    if (y_scale) {
+      const double q = std::nearbyint(static_cast<float>(static_cast<double>(static_cast<float>(v)) / y_scale->f));
+      v = std::isnan(q) ? 0.0 : std::clamp(q, out_dtype == DType::uint8 ? 0.0 : -128.0, out_dtype == DType::uint8 ? 255.0 : 127.0);
+    }
+    out.set_f64(i, v);
   }
 }
 

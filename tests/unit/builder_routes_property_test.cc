@@ -5,6 +5,10 @@
 // with the stored expected outputs (MODELS.md: rtol 1e-3, atol 1e-4 scaled by max|expected|
 // where that is above 1).
 //
+// Routes with lower precision (precision.default or precision.<node> at bf16 / int8) are checked
+// against their own tolerance instead, on the whole output: bf16 cos >= 0.999 and relative
+// l2 <= 3e-2, int8 cos >= 0.99 and relative l2 <= 0.15 (tests/unit/precision_test.cc says why).
+//
 // A route may pin a tactic that is not applicable on the graph other knobs produced (a pass off
 // leaves a node with another signature, builder.prune drops it): build_plan refuses those with
 // invalid_argument. They are counted apart and must stay a minority. Every other failure, and
@@ -16,6 +20,7 @@
 #include "builder_test_util.h"
 #include "io/onnx_import.h"
 #include "io/test_case.h"
+#include "tuner/accuracy.h"
 
 namespace tac {
 namespace {
@@ -94,6 +99,30 @@ std::string compare_with_expected(const std::vector<Tensor>& got, const std::vec
   return test::compare_outputs(got, want, 1e-4 * scale, 1e-3);
 }
 
+// The lowest precision a route asks for: "fp32", "bf16" or "int8".
+std::string route_precision(const builder::Route& r) {
+  std::string lowest = "fp32";
+  for (const auto& [k, v] : r.values) {
+    if (k.rfind("precision.", 0) != 0) continue;
+    if (v == "int8") lowest = "int8";
+    else if (v == "bf16" && lowest == "fp32") lowest = "bf16";
+  }
+  return lowest;
+}
+
+std::string compare_lowp(const std::vector<Tensor>& got, const std::vector<Datum>& expected, const std::string& precision) {
+  const double cos_min = precision == "bf16" ? 0.999 : 0.99, l2_max = precision == "bf16" ? 3e-2 : 0.15;
+  if (got.size() != expected.size()) return "output count differs";
+  for (size_t o = 0; o < got.size(); ++o) {
+    auto m = tuner::compute_metrics(got[o], expected[o].tensor, 1e-4, 1e-3);
+    if (!m) return m.status().to_string();
+    if (!m->finite || !(m->cos >= cos_min) || !(m->l2 <= l2_max))
+      return precision + " output " + std::to_string(o) + ": cos " + std::to_string(m->cos) + ", l2 " +
+             std::to_string(m->l2) + " (wanted cos >= " + std::to_string(cos_min) + ", l2 <= " + std::to_string(l2_max) + ")";
+  }
+  return "";
+}
+
 enum class Outcome { ok, pin_refused, needs_folding, failed };
 
 // Builds `route`, runs test data set 0 and compares with its expected outputs. Failures other
@@ -125,7 +154,8 @@ Outcome check_route(const ir::Model& model, const builder::Route& route, const b
     ADD_FAILURE() << "run failed: " << got.status().to_string() << "\n  replay: " << replay;
     return Outcome::failed;
   }
-  std::string diff = compare_with_expected(*got, set.outputs);
+  const std::string precision = route_precision(route);
+  std::string diff = precision == "fp32" ? compare_with_expected(*got, set.outputs) : compare_lowp(*got, set.outputs, precision);
   if (!diff.empty()) {
     ADD_FAILURE() << "outputs differ from " << set.dir << ": " << diff << "\n  replay: " << replay;
     return Outcome::failed;

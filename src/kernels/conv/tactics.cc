@@ -2,6 +2,8 @@
 // implementation (a plain Conv is a FusedConv with an empty epilogue), so each row appears twice.
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <vector>
 
 #include "kernels/conv/conv_common.h"
 
@@ -145,6 +147,17 @@ const Tactic kConvTactics[] = {
 
 }  // namespace
 
-std::span<const Tactic> conv_tactics() { return kConvTactics; }
+namespace conv {
+std::span<const Tactic> lowp_conv_tactics();  // bf16 / int8 rows (onednn_lowp.cc)
+}  // namespace conv
+
+std::span<const Tactic> conv_tactics() {
+  static const std::vector<Tactic> table = [] {
+    std::vector<Tactic> t(std::begin(kConvTactics), std::end(kConvTactics));
+    for (const Tactic& lowp : conv::lowp_conv_tactics()) t.push_back(lowp);
+    return t;
+  }();
+  return table;
+}
 
 }  // namespace tac::kernels

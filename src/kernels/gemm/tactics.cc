@@ -21,6 +21,7 @@ Result<std::unique_ptr<Kernel>> openblas_prepare(const StepDesc& s);
 Status onednn_applies(const StepDesc& s);
 double onednn_cost(const StepDesc& s);
 Result<std::unique_ptr<Kernel>> onednn_prepare(const StepDesc& s);
+std::span<const Tactic> lowp_gemm_tactics();  // bf16 / int8 rows (onednn_lowp.cc)
 }  // namespace gemm
 
 namespace {
@@ -200,6 +201,7 @@ std::span<const Tactic> gemm_tactics() {
                          "oneDNN matmul primitive, weights reordered once, bias / residual / activation as post-ops",
                          gemm::onednn_applies, gemm::onednn_cost, gemm::onednn_prepare});
     }
+    for (const Tactic& lowp : gemm::lowp_gemm_tactics()) t.push_back(lowp);
     return t;
   }();
   return table;

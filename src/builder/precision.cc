@@ -1,0 +1,422 @@
+#include "builder/precision.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "builder/passes/pass.h"
+#include "io/test_case.h"
+#include "kernels/tactic.h"
+#include "kernels/tactic_check.h"
+#include "reference/interpreter.h"
+
+namespace tac::builder {
+
+namespace {
+
+using ir::OpKind;
+
+const ir::Value& value(const ir::Graph& g, int v) { return g.values[static_cast<size_t>(v)]; }
+
+bool known_f32(const ir::Graph& g, int v, size_t min_rank) {
+  if (v == ir::kNoValue) return false;
+  const ir::ValueType& t = value(g, v).type;
+  if (t.kind != ir::ValueKind::tensor || t.dtype != DType::float32 || !t.has_shape || t.dims.size() < min_rank)
+    return false;
+  for (const ir::Dim& d : t.dims)
+    if (!d.known() || d.value <= 0) return false;
+  return true;
+}
+bool is_const(const ir::Graph& g, int v) { return v != ir::kNoValue && value(g, v).initializer.has_value(); }
+bool present(const ir::Node& n, size_t i) { return i < n.inputs.size() && n.inputs[i] != ir::kNoValue; }
+
+bool is_conv(const ir::Node& n) { return n.op == OpKind::Conv || n.op == OpKind::FusedConv; }
+bool is_matmul(const ir::Node& n) { return n.op == OpKind::MatMul || n.op == OpKind::FusedMatMul; }
+
+// Index of the residual input (FusedConv / FusedMatMul input 3, Gemm's C), or -1.
+int residual_index(const ir::Node& n) {
+  if (n.op == OpKind::FusedConv || n.op == OpKind::FusedMatMul) return 3;
+  if (n.op == OpKind::Gemm) return 2;
+  return -1;
+}
+
+std::string unique_value_name(const ir::Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 2; g.find_value(name) != ir::kNoValue; ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+// A new (non-constant) value with `like`'s shape and dtype `dt`.
+int add_value_like(ir::Graph& g, int like, const std::string& base, DType dt) {
+  const std::string name = unique_value_name(g, base);
+  ir::ValueType t = value(g, like).type;  // copy first: get_or_add_value grows g.values
+  t.dtype = dt;
+  const int v = g.get_or_add_value(name);
+  g.values[static_cast<size_t>(v)].type = t;
+  return v;
+}
+
+ir::Attribute int_attr(int64_t i) {
+  ir::Attribute a;
+  a.type = ir::Attribute::Type::i;
+  a.i = i;
+  return a;
+}
+
+Tensor to_bf16(const Tensor& t) {
+  Tensor out = Tensor::create(DType::bfloat16, t.shape()).value();
+  const float* src = t.data<float>();
+  BFloat16* dst = out.data<BFloat16>();
+  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = BFloat16(src[i]);
+  return out;
+}
+
+struct Rewriter {
+  ir::Graph& g;
+  PrecisionReport* report;
+  std::set<std::string> node_names;
+  std::vector<ir::Node> added;
+  std::map<int, int> bf16_of;  // fp32 value -> its Cast to bf16 (one per value)
+  std::map<std::pair<int, int>, int> quantized_of;  // (fp32 value, u8?) -> QuantizeLinear output
+
+  std::string unique_node_name(const std::string& base) {
+    std::string name = base;
+    for (int k = 2; node_names.count(name); ++k) name = base + "_" + std::to_string(k);
+    node_names.insert(name);
+    return name;
+  }
+  void add_node(std::string name, OpKind op, std::vector<int> inputs, int output, std::map<std::string, ir::Attribute> attrs) {
+    ir::Node c;
+    c.name = unique_node_name(name);
+    c.op = op;
+    c.op_type = ir::op_name(op);
+    c.opset = 19;
+    c.inputs = std::move(inputs);
+    c.outputs = {output};
+    c.attrs = std::move(attrs);
+    added.push_back(std::move(c));
+  }
+  // The bf16 version of fp32 activation `v` (a Cast node, shared by every consumer).
+  int cast_to_bf16(int v) {
+    auto it = bf16_of.find(v);
+    if (it != bf16_of.end()) return it->second;
+    const std::string base = value(g, v).name;
+    const int out = add_value_like(g, v, base + ".bf16", DType::bfloat16);
+    add_node(base + ".to_bf16", OpKind::Cast, {v}, out, {{"to", int_attr(static_cast<int64_t>(DType::bfloat16))}});
+    bf16_of[v] = out;
+    return out;
+  }
+  int bf16_constant(int v) { return add_constant(g, value(g, v).name + ".bf16", to_bf16(*value(g, v).initializer)); }
+
+  // Node `n` computes in bf16: inputs cast, weights converted, output cast back.
+  void lower_bf16(ir::Node& n) {
+    const int res = residual_index(n);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const int v = n.inputs[i];
+      if (v == ir::kNoValue) continue;
+      const bool operand = i == 0 || i == 1 || static_cast<int>(i) == res;  // bias stays fp32
+      if (!operand) continue;
+      n.inputs[i] = is_const(g, v) ? bf16_constant(v) : cast_to_bf16(v);
+    }
+    const int y = n.outputs[0];
+    const int y16 = add_value_like(g, y, value(g, y).name + ".bf16", DType::bfloat16);
+    n.outputs[0] = y16;
+    add_node(n.name + ".to_fp32", OpKind::Cast, {y16}, y, {{"to", int_attr(static_cast<int64_t>(DType::float32))}});
+    ++report->bf16_nodes;
+  }
+
+  // Node `n` computes in int8 (see precision.h).
+  Status lower_int8(ir::Node& n, const Calibration* calib) {
+    if (n.op == OpKind::Conv) {
+      n.op = OpKind::FusedConv;
+      n.op_type = ir::op_name(OpKind::FusedConv);
+      n.domain = ir::kInternalDomain;
+    } else if (n.op == OpKind::MatMul) {
+      n.op = OpKind::FusedMatMul;
+      n.op_type = ir::op_name(OpKind::FusedMatMul);
+      n.domain = ir::kInternalDomain;
+    }
+    const int x = n.inputs[0];
+    Calibration::Range range{1.0f, false};
+    if (calib) {
+      auto it = calib->ranges.find(value(g, x).name);
+      if (it == calib->ranges.end())
+        return internal_error(n.label() + ": no calibration range for input '" + value(g, x).name + "'");
+      range = it->second;
+    }
+    const bool u8 = range.nonnegative;
+    const float absmax = range.absmax > 0 && std::isfinite(range.absmax) ? range.absmax : 1.0f;
+    const float x_scale = absmax / (u8 ? 255.0f : 127.0f);
+    // Weights: symmetric per output channel (conv: W's axis 0; matmul: B's column, or its row
+    // with transB).
+    const Tensor w = *value(g, n.inputs[1]).initializer;
+    const bool trans_b = n.op == OpKind::FusedMatMul && n.attr("transB") && n.attr("transB")->i != 0;
+    const Shape& ws = w.shape();
+    int64_t channels, inner, stride_c, stride_i;  // element (c, i) at c * stride_c + i * stride_i
+    if (is_conv(n) || trans_b) {
+      channels = ws[0];
+      inner = w.numel() / channels;
+      stride_c = inner;
+      stride_i = 1;
+    } else {
+      channels = ws.back();
+      inner = w.numel() / channels;
+      stride_c = 1;
+      stride_i = channels;
+    }
+    Tensor wq = Tensor::create(DType::int8, ws).value();
+    std::vector<float> w_scales(static_cast<size_t>(channels));
+    const float* wf = w.data<float>();
+    int8_t* wqp = wq.data<int8_t>();
+    for (int64_t c = 0; c < channels; ++c) {
+      float m = 0;
+      for (int64_t i = 0; i < inner; ++i) m = std::max(m, std::fabs(wf[c * stride_c + i * stride_i]));
+      const float s = m > 0 ? m / 127.0f : 1.0f;
+      w_scales[static_cast<size_t>(c)] = s;
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t k = c * stride_c + i * stride_i;
+        wqp[k] = static_cast<int8_t>(std::clamp(std::nearbyint(wf[k] / s), -127.0f, 127.0f));
+      }
+    }
+    n.inputs[1] = add_constant(g, value(g, n.inputs[1]).name + ".s8", std::move(wq));
+    // Activation: one QuantizeLinear per (value, signedness), shared by its consumers.
+    auto key = std::make_pair(x, u8 ? 1 : 0);
+    auto it = quantized_of.find(key);
+    // Consumers sharing a quantized input must agree on its scale; they do (one range per value).
+    if (it == quantized_of.end()) {
+      const std::string base = value(g, x).name;
+      Tensor scale = Tensor::create(DType::float32, {}).value();
+      scale.data<float>()[0] = x_scale;
+      Tensor zp = Tensor::create(u8 ? DType::uint8 : DType::int8, {}).value();  // zeros
+      const int sv = add_constant(g, base + ".scale", std::move(scale));
+      const int zv = add_constant(g, base + ".zero_point", std::move(zp));
+      const int q = add_value_like(g, x, base + (u8 ? ".u8" : ".s8"), u8 ? DType::uint8 : DType::int8);
+      add_node(base + ".quantize", OpKind::QuantizeLinear, {x, sv, zv}, q, {});
+      it = quantized_of.emplace(key, q).first;
+      ++report->quantizes;
+    }
+    n.inputs[0] = it->second;
+    ir::Attribute xs;
+    xs.type = ir::Attribute::Type::f;
+    xs.f = x_scale;
+    n.attrs["x_scale"] = xs;
+    ir::Attribute wsa;
+    wsa.type = ir::Attribute::Type::floats;
+    wsa.floats = std::move(w_scales);
+    n.attrs["w_scales"] = wsa;
+    ++report->int8_nodes;
+    return Status::ok();
+  }
+};
+
+// Drops Cast(bf16->fp32) -> Cast(fp32->bf16) pairs: the second reads the first's input instead.
+Status cancel_casts(ir::Graph& g, PrecisionReport* report) {
+  std::vector<bool> dead(g.nodes.size(), false);
+  int cancelled = 0;
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != OpKind::Cast || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    const int src = n.inputs[0];
+    if (value(g, src).type.dtype != DType::float32 || value(g, n.outputs[0]).type.dtype != DType::bfloat16) continue;
+    const int p = value(g, src).producer;
+    if (p < 0) continue;
+    const ir::Node& up = g.nodes[static_cast<size_t>(p)];
+    if (up.op != OpKind::Cast || value(g, up.inputs[0]).type.dtype != DType::bfloat16) continue;
+    replace_uses(g, n.outputs[0], up.inputs[0]);
+    dead[static_cast<size_t>(n.index)] = true;
+    ++cancelled;
+  }
+  if (cancelled) report->log.push_back("precision: " + std::to_string(cancelled) + " cast pairs cancelled");
+  return cancelled ? remove_nodes(g, dead) : Status::ok();
+}
+
+// An int8 node whose fp32 output only feeds one QuantizeLinear (the next int8 node's input)
+// writes the quantized values itself: attributes y_scale and y_dtype, the QuantizeLinear goes.
+// Not with a residual (it is fp32, added before the output is quantized, which oneDNN's int8
+// sum post-op would read in the output's type).
+Status chain_int8(ir::Graph& g, PrecisionReport* report) {
+  const auto users = value_users(g);
+  std::vector<bool> dead(g.nodes.size(), false);
+  int chained = 0;
+  for (ir::Node& a : g.nodes) {
+    if (!a.attr("x_scale") || a.attr("y_scale") || a.outputs.size() != 1) continue;
+    if (a.op == OpKind::FusedConv || a.op == OpKind::FusedMatMul)
+      if (present(a, 3)) continue;
+    const int y = a.outputs[0];
+    if (!has_single_user(users, y)) continue;
+    ir::Node& q = g.nodes[static_cast<size_t>(users[static_cast<size_t>(y)][0])];
+    if (q.op != OpKind::QuantizeLinear || q.inputs.size() != 3 || q.inputs[0] != y) continue;
+    const Tensor* scale = constant_of(g, q.inputs[1]);
+    const Tensor* zp = constant_of(g, q.inputs[2]);
+    if (!scale || !zp || scale->numel() != 1 || zp->numel() != 1 || zp->get_f64(0) != 0) continue;
+    ir::Attribute ys;
+    ys.type = ir::Attribute::Type::f;
+    ys.f = scale->data<float>()[0];
+    a.attrs["y_scale"] = ys;
+    a.attrs["y_dtype"] = int_attr(static_cast<int64_t>(zp->dtype()));
+    a.outputs[0] = q.outputs[0];
+    dead[static_cast<size_t>(q.index)] = true;
+    ++chained;
+  }
+  if (!chained) return Status::ok();
+  report->quantizes -= chained;
+  report->log.push_back("precision: " + std::to_string(chained) + " int8 nodes write int8 for the next one (QuantizeLinear absorbed)");
+  return remove_nodes(g, dead);
+}
+
+}  // namespace
+
+std::vector<std::string> precision_values() {
+  std::vector<std::string> v = {"fp32"};
+  if (kernels::cpu_features().avx512_bf16) v.push_back("bf16");
+  if (kernels::cpu_features().avx512_vnni) v.push_back("int8");
+  return v;
+}
+
+bool precision_candidate(const ir::Graph& g, const ir::Node& n) {
+  if (n.outputs.size() != 1 || !known_f32(g, n.outputs[0], 0)) return false;
+  if (!present(n, 0) || !present(n, 1)) return false;
+  for (size_t i = 2; i < n.inputs.size(); ++i)
+    if (present(n, i) && !known_f32(g, n.inputs[i], 0)) return false;
+  if (is_conv(n)) {
+    if (!known_f32(g, n.inputs[0], 4) || !known_f32(g, n.inputs[1], 4) || value(g, n.inputs[0]).type.dims.size() != 4)
+      return false;
+    if (!is_const(g, n.inputs[1])) return false;
+    if (n.op == OpKind::FusedConv && present(n, 3)) {  // the residual has the output's shape (no broadcast)
+      const auto& r = value(g, n.inputs[3]).type.dims;
+      const auto& y = value(g, n.outputs[0]).type.dims;
+      if (r != y) return false;
+    }
+    return true;
+  }
+  if (is_matmul(n) || n.op == OpKind::Gemm) {
+    if (!known_f32(g, n.inputs[0], 2) || !known_f32(g, n.inputs[1], 2)) return false;
+    if (n.op == OpKind::Gemm && (value(g, n.inputs[0]).type.dims.size() != 2 || value(g, n.inputs[1]).type.dims.size() != 2))
+      return false;
+    return true;
+  }
+  return false;
+}
+
+// int8 needs constant weights of the shapes the per-channel scales are defined for.
+bool int8_candidate(const ir::Graph& g, const ir::Node& n) {
+  if (!precision_candidate(g, n) || n.op == OpKind::Gemm) return false;
+  if (!is_const(g, n.inputs[1])) return false;
+  if (is_matmul(n) && value(g, n.inputs[1]).type.dims.size() != 2) return false;
+  return true;
+}
+
+std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const RouteView& route) {
+  std::map<std::string, std::string> out;
+  const std::string def = route.get("precision.default");
+  for (const ir::Node& n : g.nodes) {
+    if (!precision_candidate(g, n)) continue;
+    std::string p = route.get("precision." + n.name);
+    if (p.empty() || p == "default") {
+      // The default applies where the node has such a tactic: int8 needs constant weights.
+      p = def.empty() ? "fp32" : def;
+      if (p == "int8" && !int8_candidate(g, n)) p = "fp32";
+    }
+    out[n.name] = p;
+  }
+  return out;
+}
+
+Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
+                       PrecisionReport* report) {
+  ir::Graph& g = m.graph;
+  PrecisionReport local;
+  if (!report) report = &local;
+  Rewriter rw{g, report, {}, {}, {}, {}};
+  for (const ir::Node& n : g.nodes) rw.node_names.insert(n.name);
+  bool any = false;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    ir::Node& n = g.nodes[i];
+    auto it = choice.find(n.name);
+    if (it == choice.end() || it->second == "fp32") continue;
+    if (it->second == "bf16") {
+      if (!precision_candidate(g, n)) return invalid_argument("precision." + n.name + "=bf16: " + n.label() + " cannot compute in bf16");
+      rw.lower_bf16(n);
+    } else if (it->second == "int8") {
+      if (!int8_candidate(g, n))
+        return invalid_argument("precision." + n.name + "=int8: " + n.label() +
+                                " cannot compute in int8 (needs constant 2-D/4-D weights; Gemm stays fp32/bf16)");
+      TAC_RETURN_IF_ERROR(rw.lower_int8(n, calib));
+    } else {
+      return invalid_argument("precision." + n.name + ": unknown precision '" + it->second + "'");
+    }
+    any = true;
+  }
+  if (!any) return Status::ok();
+  for (ir::Node& c : rw.added) {
+    c.index = static_cast<int>(g.nodes.size());
+    g.nodes.push_back(std::move(c));
+  }
+  TAC_RETURN_IF_ERROR(g.sort_topologically());
+  TAC_RETURN_IF_ERROR(cancel_casts(g, report));
+  TAC_RETURN_IF_ERROR(chain_int8(g, report));
+  report->casts = 0;
+  for (const ir::Node& n : g.nodes) report->casts += n.op == OpKind::Cast && n.domain.empty() ? 1 : 0;
+  report->log.push_back("precision: " + std::to_string(report->bf16_nodes) + " nodes in bf16, " +
+                        std::to_string(report->int8_nodes) + " in int8; " + std::to_string(report->casts) + " casts, " +
+                        std::to_string(report->quantizes) + " quantizes");
+  return Status::ok();
+}
+
+Result<std::vector<std::vector<Datum>>> calibration_inputs(const ir::Model& m, size_t max_sets, std::string& source) {
+  std::vector<std::vector<Datum>> sets;
+  if (!m.path.empty()) {
+    std::string dir = m.path;
+    if (auto slash = dir.find_last_of('/'); slash != std::string::npos) dir.resize(slash);
+    else dir = ".";
+    if (io::is_test_dir(dir)) {
+      auto data = io::load_test_data(m, dir);
+      if (data && !data->empty()) {
+        for (size_t i = 0; i < data->size() && i < max_sets; ++i) sets.push_back((*data)[i].inputs);
+        source = std::to_string(sets.size()) + " test_data_set input(s) of " + dir;
+        return sets;
+      }
+    }
+  }
+  std::vector<Datum> one;
+  for (size_t i = 0; i < m.graph.inputs.size(); ++i) {
+    const ir::ValueType& t = value(m.graph, m.graph.inputs[i]).type;
+    Shape s;
+    for (const ir::Dim& d : t.dims) s.push_back(d.known() ? d.value : 1);
+    one.push_back(Datum(kernels::random_tensor(t.dtype, s, 1000 + i)));
+  }
+  sets.push_back(std::move(one));
+  source = "seeded random inputs (normal(0,1), seed 1000+input index)";
+  return sets;
+}
+
+Result<Calibration> calibrate_ranges(const ir::Model& m, const std::vector<std::string>& nodes,
+                              const std::vector<std::vector<Datum>>& input_sets, std::string source) {
+  const ir::Graph& g = m.graph;
+  std::set<std::string> wanted(nodes.begin(), nodes.end());
+  std::set<int> watched;
+  for (const ir::Node& n : g.nodes)
+    if (wanted.count(n.name) && !n.inputs.empty() && n.inputs[0] != ir::kNoValue) watched.insert(n.inputs[0]);
+  Calibration c;
+  c.source = std::move(source);
+  auto record = [&](int v, const Datum& d) {
+    if (!watched.count(v) || !d.is_tensor() || d.tensor.dtype() != DType::float32) return;
+    Calibration::Range& r = c.ranges[value(g, v).name];
+    const float* p = d.tensor.data<float>();
+    for (int64_t i = 0; i < d.tensor.numel(); ++i) {
+      r.absmax = std::max(r.absmax, std::fabs(p[i]));
+      r.nonnegative = r.nonnegative && !(p[i] < 0);
+    }
+  };
+  for (const std::vector<Datum>& inputs : input_sets) {
+    for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); ++i) record(g.inputs[i], inputs[i]);
+    auto out = ref::run_model(m, inputs, [&](const ir::Node& n, const std::vector<Datum>& outs) {
+      for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k)
+        if (n.outputs[k] != ir::kNoValue) record(n.outputs[k], outs[k]);
+    });
+    if (!out) return out.status().with_context("int8 calibration: ");
+  }
+  for (int v : watched)  // constants and inputs the sets did not cover keep a range of 1
+    c.ranges.try_emplace(value(g, v).name, Calibration::Range{1.0f, false});
+  return c;
+}
+
+}  // namespace tac::builder

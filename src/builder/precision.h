@@ -1,0 +1,77 @@
+// Precision per layer (DESIGN.md section 3 "Precision"): a graph rewrite after the fusion passes.
+// Knobs: precision.default=fp32|bf16|int8 and precision.<node>=default|fp32|bf16|int8 for the
+// nodes that have a lower-precision tactic (Conv, FusedConv, MatMul, FusedMatMul, Gemm; int8
+// only where the weights are constant). precision.default=int8 leaves the nodes without an int8
+// form (a MatMul of two activations, a Gemm) in fp32.
+//
+// bf16: Cast(fp32->bf16) on the node's activation inputs, the node in bf16 (constant weights
+//   converted at build time; bias stays fp32), Cast(bf16->fp32) on its output. A cleanup then
+//   drops Cast pairs that cancel (bf16 -> fp32 -> bf16 is exact), so activations flow in bf16
+//   between consecutive bf16 layers.
+// int8: QuantizeLinear(x, x_scale) on the activation input (u8 when calibration saw no negative
+//   value there, else s8; zero point 0), weights quantized symmetrically per output channel at
+//   build time to s8, and the node as FusedConv / FusedMatMul with int8 inputs and fp32 output,
+//   carrying its scales as attributes `x_scale` and `w_scales` (the node dequantizes: y =
+//   x_scale * w_scale[c] * sum(xq * wq) + bias, then its epilogue). x_scale = absmax / 127
+//   (s8) or absmax / 255 (u8) over the calibration inputs. An int8 node whose output only feeds
+//   the next int8 node's QuantizeLinear (and has no residual) absorbs it: attributes y_scale /
+//   y_dtype, it writes u8/s8 directly (y = saturate(round(result / y_scale))).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "builder/knobs.h"
+#include "core/datum.h"
+#include "ir/graph.h"
+
+namespace tac::builder {
+
+// Values precision knobs take on this CPU: fp32, then bf16 (AVX512-BF16) and int8 (AVX512-VNNI).
+std::vector<std::string> precision_values();
+
+// True when `n` (in a graph after passes, shapes known) is a node the precision rewrite can
+// lower: a 2-D Conv / FusedConv with constant weights, or a MatMul / FusedMatMul / Gemm with
+// rank >= 2 fp32 operands (int8 also needs constant B).
+bool precision_candidate(const ir::Graph& g, const ir::Node& n);
+// int8 also needs constant weights with per-channel scales: Conv/FusedConv, MatMul/FusedMatMul with 2-D B.
+bool int8_candidate(const ir::Graph& g, const ir::Node& n);
+
+// Per quantized node's activation input, recorded over the calibration inputs.
+struct Calibration {
+  std::string source;  // where the data came from, for the build report
+  struct Range {
+    float absmax = 0;
+    bool nonnegative = true;
+  };
+  std::map<std::string, Range> ranges;  // by value name
+};
+
+// The precision each node computes in under `route` ("fp32", "bf16", "int8"), for the candidate
+// nodes of `g` only.
+std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const RouteView& route);
+
+struct PrecisionReport {
+  int casts = 0;       // Cast steps left after the cleanup (bf16 <-> fp32)
+  int quantizes = 0;   // QuantizeLinear steps (fp32 -> int8)
+  int bf16_nodes = 0, int8_nodes = 0;
+  std::vector<std::string> log;
+};
+
+// Rewrites `m` in place for `choice` (node name -> precision). int8 nodes read their activation
+// scales from `calib` (nullptr: placeholder scales of 1, for the knob space, which only needs the
+// graph's structure). Errors name the node.
+Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
+                       PrecisionReport* report);
+
+// Runs the fp32 graph `m` (after passes) through the reference interpreter on each input set and
+// records the range of every activation input of the nodes in `nodes`. Deterministic.
+Result<Calibration> calibrate_ranges(const ir::Model& m, const std::vector<std::string>& nodes,
+                              const std::vector<std::vector<Datum>>& input_sets, std::string source);
+
+// Calibration inputs for `m`: the test_data_set_* inputs next to the model file when there are
+// any (at most `max_sets`), else one set of seeded random inputs. `source` says which.
+Result<std::vector<std::vector<Datum>>> calibration_inputs(const ir::Model& m, size_t max_sets, std::string& source);
+
+}  // namespace tac::builder
