@@ -1,6 +1,7 @@
 // tactician build MODEL.onnx [--route "k=v ..." | --route-file F] [-o MODEL.plan]
 #include <cstdio>
 
+#include "backends/cuda/device.h"
 #include "builder/plan_file.h"
 #include "cli/engine_args.h"
 #include "io/onnx_import.h"
@@ -19,7 +20,8 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
   for (const builder::PlanStep& st : plan.steps) host_fallbacks += std::string(st.tactic->name) == "host_reference";
   std::printf("backend: %s on %s", kernels::backend_name(plan.backend), plan.device.c_str());
   if (plan.backend == kernels::Backend::cuda)
-    std::printf(", %d of %zu steps fall back to the host (host_reference)", host_fallbacks, plan.steps.size());
+    std::printf(", %d of %zu steps fall back to the host (host_reference)\nlibraries: %s", host_fallbacks,
+                plan.steps.size(), cuda::library_versions().c_str());
   std::printf("\n");
   std::printf("route: %s\n", plan.route.empty() ? "(default)" : plan.route.c_str());
   std::printf("passes:\n");

@@ -46,11 +46,12 @@ __device__ __forceinline__ float apply_unary(Unary op, float x, float alpha, flo
     case Unary::leaky_relu: return x >= 0.f ? x : alpha * x;
     case Unary::hard_sigmoid: { float v = alpha * x + beta; return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
     case Unary::hard_swish: { float v = x / 6.f + 0.5f; return x * (v < 0.f ? 0.f : (v > 1.f ? 1.f : v)); }
-    case Unary::gelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    // 1 + erf(z) cancels for z << 0: erfc(-z) keeps the relative accuracy there.
+    case Unary::gelu: return x >= 0.f ? 0.5f * x * (1.f + erff(x * 0.70710678118654752f)) : 0.5f * x * erfcf(-x * 0.70710678118654752f);
     case Unary::silu: return x / (1.f + expf(-x));
     case Unary::softplus: return x > 20.f ? x : log1pf(expf(x));
-    case Unary::elu: return x >= 0.f ? x : alpha * (expf(x) - 1.f);
-    case Unary::selu: return x > 0.f ? beta * x : beta * (alpha * expf(x) - alpha);
+    case Unary::elu: return x >= 0.f ? x : alpha * expm1f(x);
+    case Unary::selu: return x > 0.f ? beta * x : beta * alpha * expm1f(x);
     case Unary::identity: return x;
   }
   return x;
