@@ -431,6 +431,8 @@ void name_nodes(ir::Graph& g) {
 }
 
 Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
+  if (opts.backend == kernels::Backend::cuda && !cuda::compiled())
+    return unsupported("the CUDA backend: this tactician was built without it (TAC_CUDA=OFF)");
   KnobSpace space;
   add_global_knobs(space);
   // Per-node tactic knobs over the graph with the default passes and with every fusion off, so
