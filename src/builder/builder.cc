@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "backends/cuda/device.h"
 #include "builder/memory_planner.h"
 #include "builder/passes/pass.h"
 #include "builder/precision.h"
@@ -315,9 +316,9 @@ struct Ranked {
   std::vector<std::string> not_applicable;
 };
 
-Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults) {
+Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults, kernels::Backend backend = kernels::Backend::cpu) {
   Ranked r;
-  for (const kernels::Tactic* t : kernels::tactics_for(s.node->op, planted_faults)) {
+  for (const kernels::Tactic* t : kernels::tactics_for(s.node->op, backend, planted_faults)) {
     Status st = t->applies(s);
     if (st.is_ok()) r.candidates.emplace_back(t, t->cost(s));
     else r.not_applicable.push_back(std::string(t->name) + ": " + st.message());
@@ -330,6 +331,7 @@ Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults) {
 // Times one tactic alone on the layer (random inputs, real constants): the isolated profiling a
 // classic builder does. Median of a few runs, in ns; +inf when it fails.
 double time_isolated_impl(const kernels::Tactic& t, const kernels::StepDesc& s) {
+  if (t.backend != kernels::Backend::cpu) return INFINITY;  // device timing: not yet (host buffers here)
   auto k = t.prepare(s);
   if (!k) return INFINITY;
   std::vector<Tensor> ins, outs;
@@ -504,6 +506,15 @@ std::string device_fingerprint() {
   return "cpu:" + model + " [" + isa + "]";
 }
 
+Result<std::string> device_fingerprint(kernels::Backend backend) {
+  if (backend == kernels::Backend::cpu) return device_fingerprint();
+  return cuda::device_fingerprint();
+}
+
+kernels::Backend backend_of_device(const std::string& device) {
+  return device.rfind("cuda:", 0) == 0 ? kernels::Backend::cuda : kernels::Backend::cpu;
+}
+
 void name_nodes(ir::Graph& g) {
   std::set<std::string> used;
   for (ir::Node& n : g.nodes) {
@@ -518,6 +529,8 @@ void name_nodes(ir::Graph& g) {
 }
 
 Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
+  if (opts.backend == kernels::Backend::cuda && !cuda::compiled())
+    return unsupported("the CUDA backend: this tactician was built without it (TAC_CUDA=OFF)");
   KnobSpace space;
   add_global_knobs(space);
   // Per-node tactic knobs over the graph with the default passes and with every fusion off, so
@@ -559,7 +572,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       if (variant >= 2 && !values.count(n.name)) continue;
       std::vector<int> inputs = n.inputs;
       for (int v : implicit_inputs(g->graph, n)) inputs.push_back(v);
-      Ranked r2 = rank_tactics(step_desc(g->graph, n, inputs, threads), opts.planted_faults);
+      Ranked r2 = rank_tactics(step_desc(g->graph, n, inputs, threads), opts.planted_faults, opts.backend);
       if (r2.candidates.empty()) return unsupported(n.label() + ": no tactic applies (" +
                                                     (r2.not_applicable.empty() ? "no kernel for this op" : r2.not_applicable[0]) + ")");
       auto [it, fresh] = values.emplace(n.name, std::vector<std::string>{"auto"});
@@ -593,7 +606,8 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   Plan plan;
   plan.route = route.to_string();
   plan.model_hash = m.hash;
-  plan.device = device_fingerprint();
+  TAC_ASSIGN_OR_RETURN(plan.device, device_fingerprint(opts.backend));
+  plan.backend = opts.backend;
   plan.threads = static_cast<int>(view.get_int("threads"));
   TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log, /*calibrate=*/true, &plan.report));
   const ir::Graph& g = plan.model.graph;
@@ -608,7 +622,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     for (int v : implicit_inputs(g, n)) step.inputs.push_back(v);
     step.outputs = n.outputs;
     kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
-    Ranked ranked = rank_tactics(desc, opts.planted_faults);
+    Ranked ranked = rank_tactics(desc, opts.planted_faults, opts.backend);
     if (prune > 0 && static_cast<int64_t>(ranked.candidates.size()) > prune) ranked.candidates.resize(static_cast<size_t>(prune));
     if (ranked.candidates.empty())
       return unsupported(n.label() + ": no tactic applies" +

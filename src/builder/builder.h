@@ -16,13 +16,15 @@ struct BuildOptions {
   std::map<std::string, int64_t> dims;
   // Offer the planted-fault tactics (kernels/planted_faults.cc) too: tests of the tuner only.
   bool planted_faults = false;
+  // Which backend's tactics the plan uses; CUDA plans are stamped with the GPU they are built for.
+  kernels::Backend backend = kernels::Backend::cpu;
 };
 
 // Binds the model's symbolic input dims to the shapes of the given inputs; a dim already bound
 // (by --dim or another input) to a different size is an error naming it.
 Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, BuildOptions& opts);
 
-// Every knob that exists for this model on the CPU backend: global knobs, one per pass, and a
+// Every knob that exists for this model on opts.backend: global knobs, one per pass, and a
 // tactic knob per node (values: "auto" and the node's applicable tactics).
 Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts);
 
@@ -39,6 +41,11 @@ double time_tactic_isolated(const kernels::Tactic& t, const kernels::StepDesc& s
 
 // The CPU fingerprint stamped into plans: model name and the instruction sets in use.
 std::string device_fingerprint();
+// The fingerprint of `backend`'s device: the CPU's above, or the GPU's ("cuda:NVIDIA H200
+// [sm_90, 143771 MiB]"; unsupported when this machine or build has no CUDA device).
+Result<std::string> device_fingerprint(kernels::Backend backend);
+// The backend a plan stamped with `device` runs on (CUDA fingerprints start with "cuda:").
+kernels::Backend backend_of_device(const std::string& device);
 // Unique, route-safe node names ([A-Za-z0-9_.-]); empty names become "<op>_<index>".
 void name_nodes(ir::Graph& g);
 

@@ -56,7 +56,8 @@ struct Plan {
   int threads = 1;
   std::string route;       // canonical text of the route it was built from
   std::string model_hash;  // of the original model file
-  std::string device;      // fingerprint of the CPU it was built for
+  std::string device;      // fingerprint of the CPU or GPU it was built for (see device_fingerprint)
+  kernels::Backend backend = kernels::Backend::cpu;  // stored as the fingerprint's "cuda:" prefix
   BuildReport report;
 
   int64_t weight_bytes() const;

@@ -133,8 +133,13 @@ Result<Plan> load_plan(const std::string& path) {
   if (!r.str(tool) || !r.str(plan.device) || !r.str(plan.model_hash) || !r.str(plan.route)) return bad();
   if (tool != TAC_VERSION)
     return invalid_argument(path + ": built by tactician " + tool + ", this is " + TAC_VERSION + "; rebuild the plan");
-  if (plan.device != device_fingerprint())
-    return invalid_argument(path + ": built for " + plan.device + ", this machine is " + device_fingerprint() +
+  plan.backend = backend_of_device(plan.device);
+  auto here = device_fingerprint(plan.backend);
+  if (!here)
+    return invalid_argument(path + ": built for " + plan.device + ", and this machine has no such device (" +
+                            here.status().message() + "); rebuild the plan here");
+  if (plan.device != *here)
+    return invalid_argument(path + ": built for " + plan.device + ", this machine is " + *here +
                             "; rebuild the plan here");
   int32_t threads;
   if (!r.pod(threads) || !r.pod(plan.arena_bytes) || !r.str(model_bytes)) return bad();
@@ -181,7 +186,7 @@ Result<Plan> load_plan(const std::string& path) {
     if (!r.pod(in_place)) return bad();
     st.in_place = in_place != 0;
     st.outputs = n.outputs;
-    st.tactic = kernels::find_tactic(n.op, tactic);
+    st.tactic = kernels::find_tactic(n.op, tactic, plan.backend);
     if (!st.tactic) return invalid_argument(path + ": " + n.label() + " uses tactic '" + tactic + "', which this build lacks");
     plan.steps.push_back(std::move(st));
   }

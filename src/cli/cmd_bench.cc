@@ -34,7 +34,8 @@ int cmd_bench(int argc, char** argv) {
       "End-to-end latency of the engine: warm-up, then runs until both the minimum count and the\n"
       "minimum time are reached, rotating among seeded random input sets. Prints median, p10, p90\n"
       "and the coefficient of variation, warning when it exceeds 10%. --json: the last line is\n"
-      "{\"median_ms\", \"p10_ms\", \"p90_ms\", \"mean_ms\", \"cv\", \"runs\", \"threads\"}.\n";
+      "{\"median_ms\", \"p10_ms\", \"p90_ms\", \"mean_ms\", \"cv\", \"runs\", \"threads\"}.\n"
+      "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n";
   std::set<std::string> flags = kEngineFlags;
   for (const char* f : {"--min-runs", "--min-seconds", "--warmup", "--input-sets"}) flags.insert(f);
   if (!parse_args(argc, argv, 2, flags, {"--json", "--help"}, args, err) || args.positional.size() != 1 ||

@@ -1,6 +1,7 @@
 // tactician build MODEL.onnx [--route "k=v ..." | --route-file F] [-o MODEL.plan]
 #include <cstdio>
 
+#include "backends/cuda/device.h"
 #include "builder/plan_file.h"
 #include "cli/engine_args.h"
 #include "io/onnx_import.h"
@@ -15,6 +16,13 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
   std::printf("plan: %zu steps, arena %.2f MB, workspace %.2f MB, weights %.2f MB, threads %d, built in %.0f ms\n",
               plan.steps.size(), static_cast<double>(plan.arena_bytes) / 1e6, static_cast<double>(plan.workspace_bytes) / 1e6,
               static_cast<double>(plan.weight_bytes()) / 1e6, plan.threads, plan.report.build_ms);
+  int host_fallbacks = 0;
+  for (const builder::PlanStep& st : plan.steps) host_fallbacks += std::string(st.tactic->name) == "host_reference";
+  std::printf("backend: %s on %s", kernels::backend_name(plan.backend), plan.device.c_str());
+  if (plan.backend == kernels::Backend::cuda)
+    std::printf(", %d of %zu steps fall back to the host (host_reference)\nlibraries: %s", host_fallbacks,
+                plan.steps.size(), cuda::library_versions().c_str());
+  std::printf("\n");
   std::printf("route: %s\n", plan.route.empty() ? "(default)" : plan.route.c_str());
   std::printf("passes:\n");
   for (const std::string& s : plan.report.pass_log) std::printf("  %s\n", s.c_str());
@@ -40,7 +48,8 @@ int cmd_build(int argc, char** argv) {
       "                       [-o MODEL.plan] [--verbose]\n"
       "Builds an engine plan (default route unless told otherwise) and prints its summary: steps,\n"
       "tactics per node, fusions, reformats, arena and weight bytes, build time. -o saves the plan.\n"
-      "  --verbose   every step with its candidate tactics and their estimated cost (ns)\n";
+      "  --verbose   every step with its candidate tactics and their estimated cost (ns)\n"
+      "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n";
   std::vector<std::string> words(argv, argv + argc);
   for (std::string& w : words)
     if (w == "-o") w = "--output";

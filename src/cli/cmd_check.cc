@@ -69,12 +69,14 @@ Outcome outcome_of(const Status& s) {
 // How each test's model runs: the reference interpreter, or an engine built for a route.
 struct RunMode {
   bool reference = false;
+  kernels::Backend backend = kernels::Backend::cpu;
   builder::Route route;
 };
 
 // Runs one data set through an engine built for its input shapes.
 Result<std::vector<Datum>> run_engine(const ir::Model& m, const io::TestDataSet& ds, const RunMode& mode) {
   builder::BuildOptions opts;
+  opts.backend = mode.backend;
   TAC_RETURN_IF_ERROR(builder::bind_dims(m.graph, ds.inputs, opts));
   std::vector<Tensor> inputs;
   for (const Datum& d : ds.inputs) {
@@ -272,7 +274,8 @@ int cmd_check(int argc, char** argv) {
       "  --markdown FILE        write the per-op table as Markdown to FILE\n"
       "  --no-fork              run tests in this process (debugging)\n"
       "  --reference            run the reference interpreter instead of a built engine\n"
-      "  --route \"k=v ...\", --route-file F, --threads N   the route engines are built for\n";
+      "  --route \"k=v ...\", --route-file F, --threads N   the route engines are built for\n"
+      "  --backend cuda|cpu     where engines run (default: cuda when this build has CUDA and a GPU is present)\n";
   // Accept make's spellings "-j N" and "-jN" for --jobs.
   std::vector<std::string> words(argv, argv + argc);
   for (std::string& w : words)
@@ -282,7 +285,7 @@ int cmd_check(int argc, char** argv) {
   for (std::string& w : words) argv2.push_back(w.data());
   if (!parse_args(argc, argv2.data(), 2,
                   {"--rtol", "--atol", "--filter", "--jobs", "--timeout", "--expect-pass", "--write-pass", "--markdown",
-                   "--route", "--route-file", "--threads"},
+                   "--route", "--route-file", "--threads", "--backend"},
                   {"--json", "--verbose", "--no-fork", "--reference", "--help"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician check: %s\n", err.c_str());
@@ -323,6 +326,12 @@ int cmd_check(int argc, char** argv) {
       return 2;
     }
     mode.route = *route;
+    auto backend = backend_from_args(args);
+    if (!backend) {
+      std::fprintf(stderr, "tactician check: %s\n", backend.status().to_string().c_str());
+      return 2;
+    }
+    mode.backend = *backend;
   }
   auto t0 = std::chrono::steady_clock::now();
   std::vector<TestResult> results = run_all(dirs, tol, mode, jobs, timeout_s, !args.has("--no-fork"));

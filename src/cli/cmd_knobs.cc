@@ -10,11 +10,11 @@ int cmd_knobs(int argc, char** argv) {
   Args args;
   std::string err;
   const char* help =
-      "usage: tactician knobs MODEL.onnx [--json] [--dim SYMBOL=N]...\n"
-      "Lists the knob space of the model on the CPU backend: global knobs, one per pass, and a\n"
+      "usage: tactician knobs MODEL.onnx [--json] [--dim SYMBOL=N]... [--backend cuda|cpu]\n"
+      "Lists the knob space of the model on the backend: global knobs, one per pass, and a\n"
       "tactic knob per node with its applicable tactics. --json prints\n"
       "[{\"name\", \"values\", \"default\", \"help\", \"scope\"}, ...].\n";
-  if (!parse_args(argc, argv, 2, {"--dim"}, {"--json", "--help"}, args, err) || args.positional.size() != 1 ||
+  if (!parse_args(argc, argv, 2, {"--dim", "--backend"}, {"--json", "--help"}, args, err) || args.positional.size() != 1 ||
       args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician knobs: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);

@@ -17,7 +17,8 @@ int cmd_profile(int argc, char** argv) {
       "                         [--top N]\n"
       "Per-step time inside the engine (median over runs), the same tactic timed alone on the same\n"
       "layer (the classic isolated profile), both sums, and the end-to-end median: the gap between\n"
-      "the isolated sum and the real time is what per-layer profiling gets wrong.\n";
+      "the isolated sum and the real time is what per-layer profiling gets wrong.\n"
+      "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n";
   std::set<std::string> flags = kEngineFlags;
   flags.insert("--runs");
   flags.insert("--top");

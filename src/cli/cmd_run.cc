@@ -58,7 +58,8 @@ int cmd_run(int argc, char** argv) {
       "  --input NAME=FILE   a graph input from a .pb (TensorProto) or .npy file\n"
       "  --random-inputs     fill inputs not given with seeded random data of the declared type/shape\n"
       "  --seed S            seed for --random-inputs (default 0)\n"
-      "  --dim SYMBOL=N      value of a symbolic dimension for random inputs (default 1)\n";
+      "  --dim SYMBOL=N      value of a symbolic dimension for random inputs (default 1)\n"
+      "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n";
   std::set<std::string> flags = kEngineFlags;
   for (const char* f : {"--input", "--output-dir", "--format", "--seed"}) flags.insert(f);
   if (!parse_args(argc, argv, 2, flags, {"--random-inputs", "--reference", "--help"}, args, err) ||
@@ -153,6 +154,14 @@ int cmd_run(int argc, char** argv) {
     }
     builder::BuildOptions opts;
     opts.dims = dims;
+    if (!args.has("--plan")) {
+      auto backend = backend_from_args(args);
+      if (!backend) {
+        std::fprintf(stderr, "tactician run: %s\n", backend.status().to_string().c_str());
+        return 2;
+      }
+      opts.backend = *backend;
+    }
     Status bound = builder::bind_dims(g, inputs, opts);
     if (!bound) {
       std::fprintf(stderr, "tactician run: %s\n", bound.to_string().c_str());

@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 
+#include "backends/cuda/device.h"
 #include "builder/plan_file.h"
 
 namespace tac::cli {
@@ -30,8 +31,20 @@ Result<builder::Route> route_from_args(const Args& args) {
   return r;
 }
 
+Result<kernels::Backend> backend_from_args(const Args& args) {
+  if (!args.has("--backend"))
+    return cuda::compiled() && cuda::device_present() ? kernels::Backend::cuda : kernels::Backend::cpu;
+  TAC_ASSIGN_OR_RETURN(kernels::Backend b, kernels::backend_from_name(args.get("--backend")));
+  if (b == kernels::Backend::cuda && !cuda::compiled())
+    return invalid_argument("--backend cuda: this tactician was built without the CUDA backend (TAC_CUDA=OFF)");
+  if (b == kernels::Backend::cuda && !cuda::device_present())
+    return invalid_argument("--backend cuda: no CUDA device is present on this machine");
+  return b;
+}
+
 Result<builder::BuildOptions> build_options_from_args(const Args& args) {
   builder::BuildOptions o;
+  TAC_ASSIGN_OR_RETURN(o.backend, backend_from_args(args));
   for (const std::string& kv : args.all("--dim")) {
     auto eq = kv.find('=');
     char* end = nullptr;
@@ -49,6 +62,10 @@ Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, cons
     if (args.has("--route") || args.has("--route-file"))
       return invalid_argument("--plan runs a built plan: --route / --route-file do not apply");
     TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::load_plan(args.get("--plan")));
+    if (args.has("--backend") && args.get("--backend") != kernels::backend_name(plan.backend))
+      return invalid_argument("--backend " + args.get("--backend") + ": the plan " + args.get("--plan") +
+                              " was built for the " + kernels::backend_name(plan.backend) + " backend (" + plan.device +
+                              "); rebuild it with --backend " + args.get("--backend"));
     if (args.has("--threads")) plan.threads = std::max(1, std::atoi(args.get("--threads").c_str()));
     return runtime::Engine::create(std::move(plan));
   }

@@ -4,6 +4,31 @@
 
 namespace tac::kernels {
 
+const char* backend_name(Backend b) { return b == Backend::cuda ? "cuda" : "cpu"; }
+
+Result<Backend> backend_from_name(const std::string& name) {
+  if (name == "cpu") return Backend::cpu;
+  if (name == "cuda") return Backend::cuda;
+  return invalid_argument("backend '" + name + "': expected cpu or cuda");
+}
+
+std::vector<const Tactic*> tactics_for(ir::OpKind op, Backend backend, bool planted_faults) {
+  if (backend == Backend::cpu) return tactics_for(op, planted_faults);
+  std::vector<const Tactic*> out;
+  // Explicit list of the CUDA family tables; the host fallback goes last.
+  for (std::span<const Tactic> table :
+       {cuda_gemm_tactics(), cuda_conv_tactics(), cuda_elementwise_tactics(), cuda_reference_tactics()})
+    for (const Tactic& t : table)
+      if (t.op == op) out.push_back(&t);
+  return out;
+}
+
+const Tactic* find_tactic(ir::OpKind op, const std::string& name, Backend backend) {
+  for (const Tactic* t : tactics_for(op, backend, /*planted_faults=*/true))
+    if (name == t->name) return t;
+  return nullptr;
+}
+
 std::vector<const Tactic*> tactics_for(ir::OpKind op, bool planted_faults) {
   std::vector<const Tactic*> out;
   // Explicit list of the family tables; the reference fallback goes last.
@@ -17,11 +42,15 @@ std::vector<const Tactic*> tactics_for(ir::OpKind op, bool planted_faults) {
   return out;
 }
 
-const Tactic* find_tactic(ir::OpKind op, const std::string& name) {
-  for (const Tactic* t : tactics_for(op, /*planted_faults=*/true))
-    if (name == t->name) return t;
-  return nullptr;
-}
+const Tactic* find_tactic(ir::OpKind op, const std::string& name) { return find_tactic(op, name, Backend::cpu); }
+
+#if !TAC_HAS_CUDA
+// A build without CUDA: the CUDA tables are empty (their sources are not compiled).
+std::span<const Tactic> cuda_gemm_tactics() { return {}; }
+std::span<const Tactic> cuda_conv_tactics() { return {}; }
+std::span<const Tactic> cuda_elementwise_tactics() { return {}; }
+std::span<const Tactic> cuda_reference_tactics() { return {}; }
+#endif
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = [] {

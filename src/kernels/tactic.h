@@ -51,21 +51,34 @@ class Kernel {
   virtual Status run(std::span<const TensorView> inputs, std::span<const TensorView> outputs, void* workspace) = 0;
 };
 
+// Where a tactic's kernel runs. For CUDA tactics, every TensorView handed to Kernel::run (inputs,
+// outputs, workspace) is device memory and the kernel enqueues its work on the CUDA context's one
+// stream (src/backends/cuda/context.h); the engine synchronizes at the end of a run.
+enum class Backend { cpu, cuda };
+const char* backend_name(Backend b);  // "cpu", "cuda"
+// "cpu" / "cuda" -> Backend; invalid_argument naming the value otherwise.
+Result<Backend> backend_from_name(const std::string& name);
+
 struct Tactic {
-  const char* name;  // unique per op: "reference", "gemm_avx512_6x32", "onednn", ...
+  const char* name;  // unique per op and backend: "reference", "gemm_avx512_6x32", "cublaslt_h0", ...
   ir::OpKind op;
   const char* help;  // one line, shown by `tactician knobs`
   Status (*applies)(const StepDesc& step);
   double (*cost)(const StepDesc& step);  // estimated nanoseconds; the default ranking sorts by it
   Result<std::unique_ptr<Kernel>> (*prepare)(const StepDesc& step);
+  Backend backend = Backend::cpu;  // last, so that CPU tables need not spell it
 };
 
-// Every tactic for `op` (the reference fallback included, always last). With
+// Every CPU tactic for `op` (the reference fallback included, always last). With
 // `planted_faults`, also the planted-fault tactics (tests of the tuner's fault handling only:
 // one crashes, one hangs, one computes wrong numbers; never offered otherwise).
 std::vector<const Tactic*> tactics_for(ir::OpKind op, bool planted_faults = false);
-// The tactic `name` for `op`, or nullptr.
+// Every tactic of `backend` for `op`. On CUDA the host_reference fallback goes last; a build
+// without CUDA has no CUDA tactics.
+std::vector<const Tactic*> tactics_for(ir::OpKind op, Backend backend, bool planted_faults = false);
+// The CPU tactic `name` for `op`, or nullptr.
 const Tactic* find_tactic(ir::OpKind op, const std::string& name);
+const Tactic* find_tactic(ir::OpKind op, const std::string& name, Backend backend);
 
 // Helpers for tactic implementations.
 inline Status not_applicable(std::string why) { return Status(ErrorKind::not_applicable, std::move(why)); }
@@ -87,5 +100,10 @@ std::span<const Tactic> attention_tactics();
 std::span<const Tactic> chain_tactics();  // FusedElementwise
 std::span<const Tactic> precision_tactics();  // Cast fp32<->bf16, QuantizeLinear (precision rewrite)
 std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
+// CUDA tables (empty spans in a build without CUDA): src/kernels/<family>/cuda_*.cc.
+std::span<const Tactic> cuda_gemm_tactics();         // cuBLASLt
+std::span<const Tactic> cuda_conv_tactics();         // cuDNN
+std::span<const Tactic> cuda_elementwise_tactics();  // our own kernels and data movement
+std::span<const Tactic> cuda_reference_tactics();    // host_reference: any op, through the host
 
 }  // namespace tac::kernels

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "backends/cuda/device.h"
 #include "reference/interpreter.h"
 #include "reference/kernel.h"
 
@@ -59,6 +60,35 @@ Tensor random_tensor(DType dtype, Shape shape, uint64_t seed) {
   return t;
 }
 
+namespace {
+// A CUDA tactic's run: inputs copied to device memory, outputs poisoned there, the kernel run on
+// the stream, the outputs copied back into r.outputs.
+Status run_on_device(Kernel& kernel, const std::vector<Tensor>& inputs, TacticCheck& r) {
+  std::vector<cuda::DeviceBuffer> bufs;
+  std::vector<TensorView> in_views, out_views;
+  for (const Tensor& t : inputs) {
+    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(t.empty() ? 0 : t.bytes()));
+    if (!t.empty()) TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), t.raw(), t.bytes()));
+    in_views.push_back(TensorView{t.empty() ? nullptr : b.get(), t.dtype(), t.shape()});
+    bufs.push_back(std::move(b));
+  }
+  for (const Tensor& e : r.expected) {
+    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(e.bytes()));
+    TAC_RETURN_IF_ERROR(cuda::fill_bytes(b.get(), 0x7f, e.bytes()));
+    out_views.push_back(TensorView{b.get(), e.dtype(), e.shape()});
+    bufs.push_back(std::move(b));
+  }
+  TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer ws, cuda::DeviceBuffer::allocate(kernel.workspace_bytes()));
+  TAC_RETURN_IF_ERROR(kernel.run(in_views, out_views, ws.get()));
+  for (size_t k = 0; k < r.expected.size(); ++k) {
+    Tensor o = Tensor::create(r.expected[k].dtype(), r.expected[k].shape()).value();
+    TAC_RETURN_IF_ERROR(cuda::copy_to_host(o.raw(), out_views[k].data, o.bytes()));
+    r.outputs.push_back(o);
+  }
+  return cuda::synchronize();
+}
+}  // namespace
+
 TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::vector<Tensor>& inputs,
                          const std::vector<bool>& const_mask, int threads) {
   TacticCheck r;
@@ -107,6 +137,10 @@ TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::
     r.status = kernel.status();
     return r;
   }
+  if (tactic.backend == Backend::cuda) {
+    r.status = run_on_device(**kernel, inputs, r);
+    if (!r.status) return r;
+  } else {
   std::vector<TensorView> in_views, out_views;
   for (const Tensor& t : inputs)
     in_views.push_back(TensorView{t.empty() ? nullptr : const_cast<void*>(t.raw()), t.dtype(), t.shape()});
@@ -121,6 +155,7 @@ TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::
   void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
   r.status = (*kernel)->run(in_views, out_views, aligned);
   if (!r.status) return r;
+  }
   for (size_t k = 0; k < r.expected.size(); ++k)
     for (int64_t i = 0; i < r.expected[k].numel(); ++i) {
       double want = r.expected[k].get_f64(i), got = r.outputs[k].get_f64(i);

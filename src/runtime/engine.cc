@@ -17,13 +17,20 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
   e->plan_ = std::make_unique<builder::Plan>(std::move(plan));
   builder::Plan& p = *e->plan_;
   const ir::Graph& g = p.model.graph;
-  e->arena_ = aligned_block(e->arena_storage_, p.arena_bytes);
+  const bool on_device = p.backend == kernels::Backend::cuda;
+  if (on_device) TAC_RETURN_IF_ERROR(e->create_device_memory());
+  else e->arena_ = aligned_block(e->arena_storage_, p.arena_bytes);
   std::vector<size_t> input_pos(g.values.size(), SIZE_MAX);
   for (size_t i = 0; i < g.inputs.size(); ++i) input_pos[static_cast<size_t>(g.inputs[i])] = i;
   auto view_of = [&](int v) -> kernels::TensorView {
     if (v == ir::kNoValue) return {};
     const builder::PlanValue& pv = p.values[static_cast<size_t>(v)];
     kernels::TensorView tv{nullptr, pv.dtype, pv.shape};
+    if (on_device) {
+      tv.data = pv.kind == builder::PlanValue::Kind::arena ? e->arena_ + pv.offset
+                                                            : const_cast<void*>(e->dev_value_ptr_[static_cast<size_t>(v)]);
+      return tv;
+    }
     if (pv.kind == builder::PlanValue::Kind::arena) tv.data = e->arena_ + pv.offset;
     else if (pv.kind == builder::PlanValue::Kind::constant)
       tv.data = const_cast<void*>(g.values[static_cast<size_t>(v)].initializer->raw());
@@ -44,7 +51,7 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
       desc.constants.push_back(v != ir::kNoValue && g.values[static_cast<size_t>(v)].initializer
                                    ? &*g.values[static_cast<size_t>(v)].initializer
                                    : nullptr);
-      if (v != ir::kNoValue && input_pos[static_cast<size_t>(v)] != SIZE_MAX)
+      if (!on_device && v != ir::kNoValue && input_pos[static_cast<size_t>(v)] != SIZE_MAX)
         views.from_inputs.emplace_back(i, input_pos[static_cast<size_t>(v)]);
     }
     for (int v : st.outputs) {
@@ -59,8 +66,49 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     e->views_.push_back(std::move(views));
   }
   p.workspace_bytes = workspace;
-  e->workspace_ = aligned_block(e->workspace_storage_, workspace);
+  if (on_device) {
+    TAC_ASSIGN_OR_RETURN(e->dev_workspace_, cuda::DeviceBuffer::allocate(static_cast<size_t>(workspace)));
+    e->workspace_ = static_cast<std::byte*>(e->dev_workspace_.get());
+    TAC_RETURN_IF_ERROR(cuda::synchronize().with_context("preparing the CUDA plan: "));
+  } else {
+    e->workspace_ = aligned_block(e->workspace_storage_, workspace);
+  }
   return e;
+}
+
+// Device memory of a CUDA plan: the arena, one block with every constant (uploaded now) and one
+// with a slot per graph input. Offsets are 256-byte aligned, as cuBLASLt and cuDNN prefer.
+Status Engine::create_device_memory() {
+  const builder::Plan& p = *plan_;
+  const ir::Graph& g = p.model.graph;
+  auto align = [](int64_t b) { return (b + 255) & ~int64_t{255}; };
+  TAC_ASSIGN_OR_RETURN(dev_arena_, cuda::DeviceBuffer::allocate(static_cast<size_t>(p.arena_bytes)));
+  arena_ = static_cast<std::byte*>(dev_arena_.get());
+  dev_value_ptr_.assign(g.values.size(), nullptr);
+  int64_t const_bytes = 0, input_bytes = 0;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const builder::PlanValue& pv = p.values[v];
+    if (pv.kind == builder::PlanValue::Kind::constant) const_bytes += align(pv.bytes);
+    else if (pv.kind == builder::PlanValue::Kind::input) input_bytes += align(pv.bytes);
+  }
+  TAC_ASSIGN_OR_RETURN(dev_constants_, cuda::DeviceBuffer::allocate(static_cast<size_t>(const_bytes)));
+  TAC_ASSIGN_OR_RETURN(dev_inputs_, cuda::DeviceBuffer::allocate(static_cast<size_t>(input_bytes)));
+  int64_t co = 0, io = 0;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const builder::PlanValue& pv = p.values[v];
+    if (pv.kind == builder::PlanValue::Kind::constant) {
+      std::byte* d = static_cast<std::byte*>(dev_constants_.get()) + co;
+      TAC_RETURN_IF_ERROR(cuda::copy_to_device(d, g.values[v].initializer->raw(), static_cast<size_t>(pv.bytes)));
+      dev_value_ptr_[v] = pv.bytes ? d : nullptr;
+      co += align(pv.bytes);
+    } else if (pv.kind == builder::PlanValue::Kind::input) {
+      dev_value_ptr_[v] = pv.bytes ? static_cast<std::byte*>(dev_inputs_.get()) + io : nullptr;
+      io += align(pv.bytes);
+    }
+  }
+  dev_input_ptr_.clear();
+  for (int v : g.inputs) dev_input_ptr_.push_back(const_cast<void*>(dev_value_ptr_[static_cast<size_t>(v)]));
+  return Status::ok();
 }
 
 std::vector<std::pair<DType, Shape>> Engine::input_specs() const {
@@ -89,11 +137,16 @@ Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, s
                               dtype_name(pv.dtype) + shape_to_string(pv.shape) + ", got " +
                               dtype_name(inputs[i].dtype()) + shape_to_string(inputs[i].shape()));
   }
+  const bool on_device = p.backend == kernels::Backend::cuda;
+  if (on_device)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].raw(), inputs[i].bytes()));
   for (size_t s = 0; s < kernels_.size(); ++s) {
     Views& v = views_[s];
     for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>(inputs[pos].raw());
     auto t0 = step_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Status st = kernels_[s]->run(v.in, v.out, workspace_);
+    if (on_device && step_ns && st.is_ok()) st = cuda::synchronize();
     if (step_ns) (*step_ns)[s] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     if (!st) {
       const ir::Node& n = g.nodes[static_cast<size_t>(p.steps[s].node)];
@@ -110,10 +163,13 @@ Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, s
     else
       for (size_t i = 0; i < g.inputs.size(); ++i)
         if (g.inputs[i] == v) src = inputs[i].raw();
-    if (!src) return internal_error("output '" + g.values[static_cast<size_t>(v)].name + "' has no storage");
-    std::memcpy(t.raw(), src, t.bytes());
+    if (on_device && pv.kind != builder::PlanValue::Kind::arena) src = dev_value_ptr_[static_cast<size_t>(v)];
+    if (!src && t.bytes()) return internal_error("output '" + g.values[static_cast<size_t>(v)].name + "' has no storage");
+    if (on_device) TAC_RETURN_IF_ERROR(cuda::copy_to_host(t.raw(), src, t.bytes()));
+    else if (t.bytes()) std::memcpy(t.raw(), src, t.bytes());
     outs.push_back(std::move(t));
   }
+  if (on_device) TAC_RETURN_IF_ERROR(cuda::synchronize().with_context("running the CUDA plan: "));
   return outs;
 }
 

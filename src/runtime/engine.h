@@ -4,13 +4,16 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cuda/device.h"
 #include "builder/plan.h"
 
 namespace tac::runtime {
 
 class Engine {
  public:
-  // Prepares every step's kernel (weights prepacked) and allocates the arena and workspace.
+  // Prepares every step's kernel (weights prepacked) and allocates the arena and workspace. For
+  // a CUDA plan the arena, the workspace, the graph inputs and the constants live in device
+  // memory (constants uploaded here); run() copies inputs in and outputs out and synchronizes.
   static Result<std::unique_ptr<Engine>> create(builder::Plan plan);
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -28,6 +31,7 @@ class Engine {
 
  private:
   Engine() = default;
+  Status create_device_memory();
   Result<std::vector<Tensor>> execute(const std::vector<Tensor>& inputs, std::vector<double>* step_ns);
 
   std::unique_ptr<builder::Plan> plan_;  // stable address: kernels refer to its nodes
@@ -40,6 +44,10 @@ class Engine {
     std::vector<std::pair<size_t, size_t>> from_inputs;  // (slot in `in`, graph input position)
   };
   std::vector<Views> views_;
+  // CUDA plans: device memory, and where each graph input is copied to before a run.
+  cuda::DeviceBuffer dev_arena_, dev_workspace_, dev_constants_, dev_inputs_;
+  std::vector<void*> dev_input_ptr_;                 // by graph input position
+  std::vector<const void*> dev_value_ptr_;           // by value id: device address of inputs/constants
 };
 
 }  // namespace tac::runtime

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, over a package from scripts/pack_gpu.sh: the CUDA unit tests, then for
+# each model folder given: `build --verbose` (tactics, host fallbacks), `check` against its
+# reference outputs and `bench`, all with --backend cuda; optionally a slice of the ONNX node
+# conformance suite. Logs go to OUT (few files: the device tool returns at most 8).
+#
+#   scripts/gpu_check.sh PKG_DIR OUT [--unit] [--node SLICE_DIR] [--bench] MODEL_DIR...
+set -u
+pkg=$1 out=$2
+shift 2
+unit=0 node="" bench=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --unit) unit=1 ;;
+    --node) node=$2; shift ;;
+    --bench) bench=1 ;;
+    *) break ;;
+  esac
+  shift
+done
+source "$pkg/env.sh"
+mkdir -p "$out"
+summary=$out/summary.txt
+{
+  echo "== $(date -u +%FT%TZ) $(cat "$pkg/COMMIT" | head -1)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv
+} >> "$out/nvidia-smi.txt" 2>&1
+nvidia-smi >> "$out/nvidia-smi.txt" 2>&1
+if [ $unit = 1 ]; then
+  timeout 300 unit_tests --gtest_filter='Cuda*' > "$out/unit.txt" 2>&1
+  echo "unit_tests Cuda*: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/unit.txt" | tr '\n' ' ')" >> "$summary"
+fi
+for m in "$@"; do
+  name=$(basename "$m")
+  echo "===== $name" >> "$out/build.txt"
+  timeout 300 tactician build "$m/model.onnx" --backend cuda --verbose >> "$out/build.txt" 2>&1
+  echo "build $name: rc=$? $(grep -o '[0-9]* of [0-9]* steps fall back[^,]*' "$out/build.txt" | tail -1)" >> "$summary"
+  echo "===== $name" >> "$out/check.txt"
+  timeout 300 tactician check "$m" --backend cuda --rtol 1e-3 --atol 1e-4 --verbose >> "$out/check.txt" 2>&1
+  echo "check $name: rc=$? $(tail -1 "$out/check.txt")" >> "$summary"
+  if [ $bench = 1 ]; then
+    for b in cuda cpu; do
+      r=$(timeout 120 tactician bench "$m/model.onnx" --backend $b --min-seconds 2 2>&1 | grep -E 'median|error|warning' | tr '\n' ' ')
+      echo "bench $name --backend $b: $r" >> "$summary"
+    done
+  fi
+done
+if [ -n "$node" ]; then
+  timeout 400 tactician check "$node" --backend cuda -j 8 --expect-pass "$node/../slice.pass" --json > "$out/node.txt" 2>&1
+  echo "node slice: rc=$? $(grep -E '^(pass|PASS|[0-9]+ tests|summary)' "$out/node.txt" | tail -2 | tr '\n' ' ')" >> "$summary"
+  grep -vE '^(PASS)' "$out/node.txt" | head -60 >> "$summary"
+fi
+cat "$summary"

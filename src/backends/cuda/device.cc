@@ -1,0 +1,163 @@
+// The CUDA backend's device, context, memory and copies (CUDA builds; see device.h).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <mutex>
+
+#include "backends/cuda/context.h"
+
+namespace tac::cuda {
+
+Status cuda_status(cudaError_t e, const char* call) {
+  return internal_error(std::string("CUDA: ") + call + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+Status cublas_status(cublasStatus_t e, const char* call) {
+  return internal_error(std::string("cuBLASLt: ") + call + " failed: status " + std::to_string(static_cast<int>(e)));
+}
+Status cudnn_status(cudnnStatus_t e, const char* call) {
+  return internal_error(std::string("cuDNN: ") + call + " failed: " + cudnnGetErrorString(e));
+}
+
+bool compiled() { return true; }
+
+namespace {
+Context* g_context = nullptr;
+std::mutex g_mutex;
+
+Status create_context(Context& c) {
+  int n = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess || n == 0)
+    return unsupported(std::string("no CUDA device (cudaGetDeviceCount: ") +
+                       (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ")");
+  TAC_CUDA_CALL(cudaSetDevice(c.device));
+  TAC_CUDA_CALL(cudaGetDeviceProperties(&c.prop, c.device));
+  TAC_CUDA_CALL(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  TAC_CUBLAS_CALL(cublasLtCreate(&c.lt));
+  TAC_CUDNN_CALL(cudnnCreate(&c.dnn));
+  TAC_CUDNN_CALL(cudnnSetStream(c.dnn, c.stream));
+  return Status::ok();
+}
+}  // namespace
+
+Result<Context*> context() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_context) return g_context;
+  static Status failed = Status::ok();  // a failed creation is not retried
+  if (!failed.is_ok()) return failed;
+  auto* c = new Context();
+  if (Status st = create_context(*c); !st.is_ok()) {
+    delete c;
+    failed = st;
+    return st;
+  }
+  g_context = c;  // lives until exit: kernels and engines refer to it
+  return g_context;
+}
+
+Context* context_if_available() {
+  if (!g_context && !device_present()) return nullptr;
+  auto c = context();
+  return c ? *c : nullptr;
+}
+
+bool device_present() {
+  static const bool present = [] {
+    if (g_context) return true;
+    // Probe in a child: creating CUDA state here would break children that `check` forks later.
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      int n = 0;
+      _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return false;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }();
+  return present;
+}
+
+Result<DeviceInfo> device_info() {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  DeviceInfo d;
+  d.name = c->prop.name;
+  d.cc_major = c->prop.major;
+  d.cc_minor = c->prop.minor;
+  d.memory_bytes = static_cast<int64_t>(c->prop.totalGlobalMem);
+  d.sm_count = c->prop.multiProcessorCount;
+  return d;
+}
+
+Result<std::string> device_fingerprint() {
+  TAC_ASSIGN_OR_RETURN(DeviceInfo d, device_info());
+  return "cuda:" + d.name + " [sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor) + ", " +
+         std::to_string(d.memory_bytes >> 20) + " MiB]";
+}
+
+std::string library_versions() {
+  int rt = 0, drv = 0;
+  cudaRuntimeGetVersion(&rt);
+  cudaDriverGetVersion(&drv);
+  auto v = [](int x) { return std::to_string(x / 1000) + "." + std::to_string(x % 1000 / 10); };
+  return "CUDA runtime " + v(rt) + " (built with " + v(CUDART_VERSION) + "), driver API " + v(drv) + ", cuBLASLt " +
+         std::to_string(cublasLtGetVersion()) + ", cuDNN " + std::to_string(cudnnGetVersion()) + " (built with " +
+         std::to_string(CUDNN_VERSION) + ")";
+}
+
+Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
+  DeviceBuffer b;
+  if (bytes == 0) return b;
+  TAC_RETURN_IF_ERROR(context().status());
+  if (cudaError_t e = cudaMalloc(&b.ptr_, bytes); e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free allocation error
+    return internal_error("CUDA: cudaMalloc(" + std::to_string(bytes) + " bytes) failed: " + cudaGetErrorString(e));
+  }
+  b.bytes_ = bytes;
+  return b;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(ptr_, o.ptr_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+namespace {
+Status copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
+  if (bytes == 0) return Status::ok();
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, c->stream); e != cudaSuccess) return cuda_status(e, what);
+  return Status::ok();
+}
+}  // namespace
+
+Status copy_to_device(void* dst, const void* src, size_t bytes) {
+  return copy(dst, src, bytes, cudaMemcpyHostToDevice, "cudaMemcpyAsync(host to device)");
+}
+Status copy_to_host(void* dst, const void* src, size_t bytes) {
+  return copy(dst, src, bytes, cudaMemcpyDeviceToHost, "cudaMemcpyAsync(device to host)");
+}
+Status copy_on_device(void* dst, const void* src, size_t bytes) {
+  return copy(dst, src, bytes, cudaMemcpyDeviceToDevice, "cudaMemcpyAsync(device to device)");
+}
+Status fill_bytes(void* dst, int byte, size_t bytes) {
+  if (bytes == 0) return Status::ok();
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  TAC_CUDA_CALL(cudaMemsetAsync(dst, byte, bytes, c->stream));
+  return Status::ok();
+}
+
+Status synchronize() {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  TAC_CUDA_CALL(cudaStreamSynchronize(c->stream));
+  TAC_CUDA_CALL(cudaGetLastError());
+  return Status::ok();
+}
+
+}  // namespace tac::cuda

@@ -1,0 +1,32 @@
+// The CUDA backend in a build without CUDA (TAC_CUDA=OFF): nothing is available, and every
+// call says so instead of failing later in an obscure way.
+#include "backends/cuda/device.h"
+
+namespace tac::cuda {
+
+namespace {
+Status no_cuda() { return unsupported("this tactician was built without the CUDA backend (TAC_CUDA=OFF)"); }
+}  // namespace
+
+bool compiled() { return false; }
+bool device_present() { return false; }
+Result<DeviceInfo> device_info() { return no_cuda(); }
+Result<std::string> device_fingerprint() { return no_cuda(); }
+std::string library_versions() { return "no CUDA backend in this build"; }
+Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
+  if (bytes == 0) return DeviceBuffer();
+  return no_cuda();
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(ptr_, o.ptr_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+DeviceBuffer::~DeviceBuffer() = default;
+Status copy_to_device(void*, const void*, size_t) { return no_cuda(); }
+Status copy_to_host(void*, const void*, size_t) { return no_cuda(); }
+Status copy_on_device(void*, const void*, size_t) { return no_cuda(); }
+Status fill_bytes(void*, int, size_t) { return no_cuda(); }
+Status synchronize() { return no_cuda(); }
+
+}  // namespace tac::cuda

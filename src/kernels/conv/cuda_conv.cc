@@ -1,0 +1,212 @@
+// CUDA tactics of the conv family: cuDNN's convolution, one tactic per forward algorithm
+// ("cudnn_implicit_gemm", "cudnn_winograd", ...). Which algorithms apply, and their default
+// ranking, come from cuDNN itself (a workspace query for support, cudnnGetConvolutionForward-
+// Algorithm_v7 for the order). FusedConv's bias, residual and activation run as our epilogue
+// kernel right after the convolution, inside the same tactic. Math type CUDNN_FMA_MATH: true
+// fp32 (cuDNN's default would allow TF32 on Hopper; TF32 will be a precision knob).
+//
+// This uses cuDNN's legacy convolution API (deprecated in cuDNN 9 but complete); the v9 graph
+// API's engine configurations come next as further tactics.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/kernel_util.h"
+#include "kernels/conv/conv_common.h"
+#include "kernels/elementwise/cuda_kernels.h"
+
+namespace tac::kernels {
+
+namespace {
+
+constexpr size_t kMaxWorkspace = size_t{1} << 30;
+constexpr int kAlgos = 8;
+const char* const kNames[kAlgos] = {"cudnn_implicit_gemm", "cudnn_implicit_precomp_gemm", "cudnn_gemm",
+                                    "cudnn_direct",        "cudnn_fft",                   "cudnn_fft_tiling",
+                                    "cudnn_winograd",      "cudnn_winograd_nonfused"};
+static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT == kAlgos, "one tactic per cuDNN forward algorithm");
+
+Result<conv::ConvGeom> geom(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(conv::ConvGeom g, conv::conv_geom(s));
+  if (g.PT != g.PB || g.PL != g.PR) return not_applicable("asymmetric pads (cuDNN pads both sides alike)");
+  return g;
+}
+
+std::string key_of(const conv::ConvGeom& g) {
+  char b[256];
+  std::snprintf(b, sizeof b, "%lld,%lld,%lld,%lld|%lld,%lld|%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld", (long long)g.N,
+                (long long)g.C, (long long)g.H, (long long)g.W, (long long)g.M, (long long)g.G, (long long)g.KH,
+                (long long)g.KW, (long long)g.SH, (long long)g.SW, (long long)g.DH, (long long)g.DW, (long long)g.PT,
+                (long long)g.PL);
+  return b;
+}
+
+struct ConvDescs {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  ConvDescs() = default;
+  ConvDescs(const ConvDescs&) = delete;
+  ConvDescs& operator=(const ConvDescs&) = delete;
+  ~ConvDescs() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+Status make_descs(const conv::ConvGeom& g, ConvDescs& d) {
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  TAC_CUDNN_CALL(cudnnCreateTensorDescriptor(&d.x));
+  TAC_CUDNN_CALL(cudnnCreateTensorDescriptor(&d.y));
+  TAC_CUDNN_CALL(cudnnCreateFilterDescriptor(&d.w));
+  TAC_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&d.conv));
+  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.N), i(g.C), i(g.H), i(g.W)));
+  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.N), i(g.M), i(g.OH), i(g.OW)));
+  TAC_CUDNN_CALL(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.M), i(g.Cg()), i(g.KH), i(g.KW)));
+  TAC_CUDNN_CALL(cudnnSetConvolution2dDescriptor(d.conv, i(g.PT), i(g.PL), i(g.SH), i(g.SW), i(g.DH), i(g.DW),
+                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  TAC_CUDNN_CALL(cudnnSetConvolutionGroupCount(d.conv, i(g.G)));
+  TAC_CUDNN_CALL(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH));
+  return Status::ok();
+}
+
+// Per algorithm: its rank in cuDNN's heuristic order (-1: not supported here) and workspace.
+struct AlgoInfo {
+  int rank[kAlgos];
+  size_t workspace[kAlgos];
+};
+
+Result<AlgoInfo> query(cuda::Context& c, const conv::ConvGeom& g) {
+  ConvDescs d;
+  TAC_RETURN_IF_ERROR(make_descs(g, d));
+  AlgoInfo info;
+  for (int a = 0; a < kAlgos; ++a) {
+    info.rank[a] = -1;
+    info.workspace[a] = 0;
+    size_t ws = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(c.dnn, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(a), &ws) ==
+            CUDNN_STATUS_SUCCESS &&
+        ws <= kMaxWorkspace) {
+      info.rank[a] = kAlgos;  // supported; ranked below the heuristic's list unless it names it
+      info.workspace[a] = ws;
+    }
+  }
+  cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
+  int n = 0;
+  TAC_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(c.dnn, d.x, d.w, d.conv, d.y, kAlgos, &n, perf));
+  for (int r = 0; r < n; ++r) {
+    const int a = static_cast<int>(perf[r].algo);
+    if (a >= 0 && a < kAlgos && info.rank[a] >= 0 && perf[r].status == CUDNN_STATUS_SUCCESS) info.rank[a] = std::min(info.rank[a], r);
+  }
+  return info;
+}
+
+// Cached per geometry (applies() and cost() run per node and per build); null without a device.
+const AlgoInfo* algo_info(const conv::ConvGeom& g) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<AlgoInfo>> cache;
+  cuda::Context* c = cuda::context_if_available();
+  if (!c) return nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = cache.emplace(key_of(g), nullptr);
+  if (fresh) {
+    auto r = query(*c, g);
+    it->second = std::make_unique<AlgoInfo>();
+    if (r) *it->second = *r;
+    else
+      for (int a = 0; a < kAlgos; ++a) it->second->rank[a] = -1;
+  }
+  return it->second.get();
+}
+
+template <int A>
+Status cudnn_applies(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(conv::ConvGeom g, geom(s));
+  if (const AlgoInfo* info = algo_info(g); info && info->rank[A] < 0)
+    return not_applicable(std::string("cuDNN does not support ") + kNames[A] + " for this convolution (or it needs over 1 GiB of workspace)");
+  return Status::ok();
+}
+
+template <int A>
+double cudnn_cost(const StepDesc& s) {
+  auto g = geom(s);
+  if (!g) return 1e12;
+  const AlgoInfo* info = algo_info(*g);
+  const int rank = info ? std::max(info->rank[A], 0) : A;
+  // ~50 fp32 TFLOP/s at best, a launch, then cuDNN's own order.
+  return 5000.0 + g->flops() / 5e4 + 1000.0 * rank;
+}
+
+class CudnnKernel final : public Kernel {
+ public:
+  CudnnKernel(conv::ConvGeom g, cuda::Context* c, cudnnConvolutionFwdAlgo_t algo) : g_(g), c_(c), algo_(algo) {}
+  Status init() {
+    TAC_RETURN_IF_ERROR(make_descs(g_, d_));
+    if (cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(c_->dnn, d_.x, d_.w, d_.conv, d_.y, algo_, &ws_);
+        st != CUDNN_STATUS_SUCCESS)
+      return not_applicable(std::string("cuDNN: algorithm not supported here (") + cudnnGetErrorString(st) + ")");
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return ws_; }
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
+    const float one = 1.0f, zero = 0.0f;
+    float* y = out[0].as<float>();
+    TAC_CUDNN_CALL(cudnnConvolutionForward(c_->dnn, &one, d_.x, in[0].data, d_.w, in[1].data, d_.conv, algo_, ws, ws_, &zero,
+                                           d_.y, y));
+    if (!g_.has_bias && !g_.has_res && g_.ep.act == ir::Epilogue::Act::none) return Status::ok();
+    cuda::kern::EpilogueDesc e;
+    e.total = g_.N * g_.M * g_.ohw();
+    e.rows = g_.M;
+    e.cols = g_.ohw();
+    e.bias_per_row = true;
+    e.r_bs = g_.M * g_.ohw();
+    e.r_rs = g_.ohw();
+    e.r_cs = 1;
+    e.act = static_cast<int>(g_.ep.act);
+    e.alpha = g_.ep.alpha;
+    e.beta = g_.ep.beta;
+    return cuda::launch_status(cuda::kern::epilogue(y, g_.has_bias ? in[2].as<float>() : nullptr,
+                                                    g_.has_res ? in[3].as<float>() : nullptr, e, c_->stream),
+                               "epilogue kernel (after cuDNN)");
+  }
+
+ private:
+  conv::ConvGeom g_;
+  cuda::Context* c_;
+  cudnnConvolutionFwdAlgo_t algo_;
+  ConvDescs d_;
+  size_t ws_ = 0;
+};
+
+template <int A>
+Result<std::unique_ptr<Kernel>> cudnn_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(conv::ConvGeom g, geom(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
+  auto k = std::make_unique<CudnnKernel>(g, c, static_cast<cudnnConvolutionFwdAlgo_t>(A));
+  TAC_RETURN_IF_ERROR(k->init());
+  return std::unique_ptr<Kernel>(std::move(k));
+}
+
+template <int A>
+void add_tactics(std::vector<Tactic>& t) {
+  for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv})
+    t.push_back({kNames[A], op, "cuDNN convolution with this forward algorithm (fp32); our epilogue kernel after it",
+                 cudnn_applies<A>, cudnn_cost<A>, cudnn_prepare<A>, Backend::cuda});
+}
+
+}  // namespace
+
+std::span<const Tactic> cuda_conv_tactics() {
+  static const std::vector<Tactic> table = [] {
+    std::vector<Tactic> t;
+    add_tactics<0>(t), add_tactics<1>(t), add_tactics<2>(t), add_tactics<3>(t);
+    add_tactics<4>(t), add_tactics<5>(t), add_tactics<6>(t), add_tactics<7>(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tac::kernels

@@ -1,0 +1,336 @@
+// Our own CUDA kernels: elementwise unary / broadcasting binary ops, the fused epilogue of conv
+// and GEMM steps, softmax, layer normalization, pooling, transpose and gather. fp32, one thread
+// per output element (grid-stride loops) except the row reductions, which use one block per row.
+// Correctness first: each is checked against the reference interpreter on the device
+// (tests/unit/cuda_tactics_test.cc, and whole models through `tactician check --backend cuda`).
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "kernels/elementwise/cuda_kernels.h"
+
+namespace tac::cuda::kern {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+inline unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
+}
+inline int launched() { return static_cast<int>(cudaGetLastError()); }
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+#define GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__device__ __forceinline__ float apply_unary(Unary op, float x, float alpha, float beta) {
+  switch (op) {
+    case Unary::relu: return x > 0.f ? x : 0.f;
+    case Unary::sigmoid: return 1.f / (1.f + expf(-x));
+    case Unary::tanh: return tanhf(x);
+    case Unary::erf: return erff(x);
+    case Unary::exp: return expf(x);
+    case Unary::log: return logf(x);
+    case Unary::neg: return -x;
+    case Unary::abs: return fabsf(x);
+    case Unary::sqrt: return sqrtf(x);
+    case Unary::reciprocal: return 1.f / x;
+    case Unary::floor: return floorf(x);
+    case Unary::ceil: return ceilf(x);
+    case Unary::sin: return sinf(x);
+    case Unary::cos: return cosf(x);
+    case Unary::clip: return x < alpha ? alpha : (x > beta ? beta : x);
+    case Unary::leaky_relu: return x >= 0.f ? x : alpha * x;
+    case Unary::hard_sigmoid: { float v = alpha * x + beta; return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
+    case Unary::hard_swish: { float v = x / 6.f + 0.5f; return x * (v < 0.f ? 0.f : (v > 1.f ? 1.f : v)); }
+    // 1 + erf(z) cancels for z << 0: erfc(-z) keeps the relative accuracy there.
+    case Unary::gelu: return x >= 0.f ? 0.5f * x * (1.f + erff(x * 0.70710678118654752f)) : 0.5f * x * erfcf(-x * 0.70710678118654752f);
+    case Unary::silu: return x / (1.f + expf(-x));
+    case Unary::softplus: return x > 20.f ? x : log1pf(expf(x));
+    case Unary::elu: return x >= 0.f ? x : alpha * expm1f(x);
+    case Unary::selu: return x > 0.f ? beta * x : beta * alpha * expm1f(x);
+    case Unary::identity: return x;
+  }
+  return x;
+}
+
+// ir::Epilogue::Act: none, relu, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, gelu, silu.
+__device__ __forceinline__ float apply_act(int act, float x, float alpha, float beta) {
+  switch (act) {
+    case 1: return apply_unary(Unary::relu, x, alpha, beta);
+    case 2: return apply_unary(Unary::clip, x, alpha, beta);
+    case 3: return apply_unary(Unary::leaky_relu, x, alpha, beta);
+    case 4: return apply_unary(Unary::sigmoid, x, alpha, beta);
+    case 5: return apply_unary(Unary::tanh, x, alpha, beta);
+    case 6: return apply_unary(Unary::hard_sigmoid, x, alpha, beta);
+    case 7: return apply_unary(Unary::gelu, x, alpha, beta);
+    case 8: return apply_unary(Unary::silu, x, alpha, beta);
+    default: return x;
+  }
+}
+
+__global__ void unary_kernel(Unary op, const float* __restrict__ x, float* y, int64_t n, float alpha, float beta) {
+  GRID_STRIDE(i, n) y[i] = apply_unary(op, x[i], alpha, beta);
+}
+
+__device__ __forceinline__ float apply_binary(Binary op, float a, float b) {
+  switch (op) {
+    case Binary::add: return a + b;
+    case Binary::sub: return a - b;
+    case Binary::mul: return a * b;
+    case Binary::div: return a / b;
+    case Binary::pow: return powf(a, b);
+    case Binary::max: return isnan(a) || isnan(b) ? a + b : fmaxf(a, b);
+    case Binary::min: return isnan(a) || isnan(b) ? a + b : fminf(a, b);
+  }
+  return a;
+}
+
+__global__ void binary_same_kernel(Binary op, const float* a, const float* b, float* y, int64_t n) {
+  GRID_STRIDE(i, n) y[i] = apply_binary(op, a[i], b[i]);
+}
+__global__ void binary_bcast_kernel(Binary op, const float* a, const float* b, float* y, int64_t n, BroadcastDesc d) {
+  GRID_STRIDE(i, n) {
+    int64_t rem = i, ia = 0, ib = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      const int64_t c = rem % d.out_dims[k];
+      rem /= d.out_dims[k];
+      ia += c * d.a_strides[k];
+      ib += c * d.b_strides[k];
+    }
+    y[i] = apply_binary(op, a[ia], b[ib]);
+  }
+}
+
+__global__ void epilogue_kernel(float* y, const float* __restrict__ bias, const float* __restrict__ res, EpilogueDesc d) {
+  GRID_STRIDE(i, d.total) {
+    const int64_t col = i % d.cols, row = (i / d.cols) % d.rows, b = i / (d.cols * d.rows);
+    float v = y[i];
+    if (bias) v += bias[d.bias_per_row ? row : col];
+    if (res) v += d.res_scale * res[b * d.r_bs + row * d.r_rs + col * d.r_cs];
+    y[i] = apply_act(d.act, v, d.alpha, d.beta);
+  }
+}
+
+// Block-wide reductions over kThreads threads (warp shuffles, then one value per warp).
+__device__ float block_sum(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // `shared` may still be read from a previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < blockDim.x / 32 ? shared[lane] : 0.f;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x == 0) shared[0] = v;
+  __syncthreads();
+  return shared[0];
+}
+__device__ float block_max(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < blockDim.x / 32 ? shared[lane] : -FLT_MAX;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x == 0) shared[0] = v;
+  __syncthreads();
+  return shared[0];
+}
+
+// One block per (outer, inner) row of `dim` elements strided by `inner`.
+__global__ void softmax_kernel(const float* x, float* y, int64_t dim, int64_t inner, bool log_out) {
+  __shared__ float shared[32];
+  const int64_t o = blockIdx.x / inner, in = blockIdx.x % inner;
+  const float* xr = x + o * dim * inner + in;
+  float* yr = y + o * dim * inner + in;
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) m = fmaxf(m, xr[j * inner]);
+  m = block_max(m, shared);
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) s += expf(xr[j * inner] - m);
+  s = block_sum(s, shared);
+  if (log_out) {
+    const float ls = logf(s);
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) yr[j * inner] = xr[j * inner] - m - ls;
+  } else {
+    const float inv = 1.f / s;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) yr[j * inner] = expf(xr[j * inner] - m) * inv;
+  }
+}
+
+// One block per row; two passes (mean, then the variance of the centred values) for accuracy.
+__global__ void layer_norm_kernel(const float* x, const float* scale, const float* bias, float* y, int64_t cols,
+                                  float eps) {
+  __shared__ float shared[32];
+  const float* xr = x + blockIdx.x * cols;
+  float* yr = y + blockIdx.x * cols;
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
+  const float mean = block_sum(s, shared) / static_cast<float>(cols);
+  float v = 0.f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float d = xr[j] - mean;
+    v += d * d;
+  }
+  const float rstd = rsqrtf(block_sum(v, shared) / static_cast<float>(cols) + eps);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    yr[j] = (xr[j] - mean) * rstd * scale[j] + (bias ? bias[j] : 0.f);
+}
+
+__global__ void pool2d_kernel(const float* x, float* y, Pool2dDesc d) {
+  const int64_t n = d.N * d.C * d.OH * d.OW;
+  GRID_STRIDE(i, n) {
+    const int64_t ow = i % d.OW, oh = (i / d.OW) % d.OH, nc = i / (d.OW * d.OH);
+    const float* xp = x + nc * d.H * d.W;
+    float acc = d.max ? -FLT_MAX : 0.f;
+    int count = 0;
+    for (int64_t kh = 0; kh < d.KH; ++kh) {
+      const int64_t h = oh * d.SH - d.PT + kh * d.DH;
+      if (h < 0 || h >= d.H) continue;
+      for (int64_t kw = 0; kw < d.KW; ++kw) {
+        const int64_t w = ow * d.SW - d.PL + kw * d.DW;
+        if (w < 0 || w >= d.W) continue;
+        const float v = xp[h * d.W + w];
+        acc = d.max ? fmaxf(acc, v) : acc + v;
+        ++count;
+      }
+    }
+    if (!d.max) acc /= d.count_include_pad ? static_cast<float>(d.KH * d.KW) : static_cast<float>(count > 0 ? count : 1);
+    y[i] = acc;
+  }
+}
+
+// One warp per (n, c) plane.
+__global__ void global_avg_pool_kernel(const float* x, float* y, int64_t nc, int64_t hw) {
+  const int64_t plane = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (plane >= nc) return;
+  const float* xp = x + plane * hw;
+  float s = 0.f;
+  for (int64_t j = lane; j < hw; j += 32) s += xp[j];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) y[plane] = s / static_cast<float>(hw);
+}
+
+template <class T>
+__global__ void transpose_kernel(const T* x, T* y, int64_t n, TransposeDesc d) {
+  GRID_STRIDE(i, n) {
+    int64_t rem = i, src = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      src += (rem % d.out_dims[k]) * d.in_strides[k];
+      rem /= d.out_dims[k];
+    }
+    y[i] = x[src];
+  }
+}
+
+template <class T, class I>
+__global__ void gather_kernel(const T* data, const I* idx, T* y, int64_t outer, int64_t axis_len, int64_t n_idx,
+                              int64_t inner) {
+  const int64_t n = outer * n_idx * inner;
+  GRID_STRIDE(i, n) {
+    const int64_t in = i % inner, k = (i / inner) % n_idx, o = i / (inner * n_idx);
+    int64_t j = static_cast<int64_t>(idx[k]);
+    if (j < 0) j += axis_len;
+    j = j < 0 ? 0 : (j >= axis_len ? axis_len - 1 : j);  // the builder's reference check rejects these
+    y[i] = data[(o * axis_len + j) * inner + in];
+  }
+}
+
+template <class T>
+int launch_transpose(const void* x, void* y, int64_t n, const TransposeDesc& d, cudaStream_t s) {
+  transpose_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n, d);
+  return launched();
+}
+template <class T>
+int launch_gather(const void* data, const void* idx, bool i64, void* y, int64_t outer, int64_t axis_len, int64_t n_idx,
+                  int64_t inner, cudaStream_t s) {
+  const int64_t n = outer * n_idx * inner;
+  if (i64)
+    gather_kernel<T, int64_t><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(data), static_cast<const int64_t*>(idx),
+                                                                static_cast<T*>(y), outer, axis_len, n_idx, inner);
+  else
+    gather_kernel<T, int32_t><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(data), static_cast<const int32_t*>(idx),
+                                                                static_cast<T*>(y), outer, axis_len, n_idx, inner);
+  return launched();
+}
+
+}  // namespace
+
+int unary(Unary op, const float* x, float* y, int64_t n, float alpha, float beta, void* stream) {
+  if (n <= 0) return 0;
+  unary_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, x, y, n, alpha, beta);
+  return launched();
+}
+
+int binary(Binary op, const float* a, const float* b, float* y, int64_t n, const BroadcastDesc& d, void* stream) {
+  if (n <= 0) return 0;
+  if (d.same_shape) binary_same_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, a, b, y, n);
+  else binary_bcast_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, a, b, y, n, d);
+  return launched();
+}
+
+int epilogue(float* y, const float* bias, const float* res, const EpilogueDesc& d, void* stream) {
+  if (d.total <= 0) return 0;
+  epilogue_kernel<<<blocks_for(d.total), kThreads, 0, as_stream(stream)>>>(y, bias, res, d);
+  return launched();
+}
+
+int softmax(const float* x, float* y, int64_t outer, int64_t dim, int64_t inner, bool log, void* stream) {
+  if (outer * inner <= 0 || dim <= 0) return 0;
+  softmax_kernel<<<static_cast<unsigned>(outer * inner), kThreads, 0, as_stream(stream)>>>(x, y, dim, inner, log);
+  return launched();
+}
+
+int layer_norm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols, float eps,
+               void* stream) {
+  if (rows <= 0 || cols <= 0) return 0;
+  layer_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, as_stream(stream)>>>(x, scale, bias, y, cols, eps);
+  return launched();
+}
+
+int pool2d(const float* x, float* y, const Pool2dDesc& d, void* stream) {
+  const int64_t n = d.N * d.C * d.OH * d.OW;
+  if (n <= 0) return 0;
+  pool2d_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, y, d);
+  return launched();
+}
+
+int global_avg_pool(const float* x, float* y, int64_t nc, int64_t hw, void* stream) {
+  if (nc <= 0 || hw <= 0) return 0;
+  global_avg_pool_kernel<<<blocks_for(nc * 32), kThreads, 0, as_stream(stream)>>>(x, y, nc, hw);
+  return launched();
+}
+
+int transpose(const void* x, void* y, int elem_bytes, int64_t n, const TransposeDesc& d, void* stream) {
+  if (n <= 0) return 0;
+  cudaStream_t s = as_stream(stream);
+  switch (elem_bytes) {
+    case 1: return launch_transpose<uint8_t>(x, y, n, d, s);
+    case 2: return launch_transpose<uint16_t>(x, y, n, d, s);
+    case 4: return launch_transpose<uint32_t>(x, y, n, d, s);
+    case 8: return launch_transpose<uint64_t>(x, y, n, d, s);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+int gather(const void* data, const void* indices, bool indices_int64, void* y, int64_t outer, int64_t axis_len,
+           int64_t n_idx, int64_t inner, int elem_bytes, void* stream) {
+  if (outer * n_idx * inner <= 0) return 0;
+  cudaStream_t s = as_stream(stream);
+  switch (elem_bytes) {
+    case 1: return launch_gather<uint8_t>(data, indices, indices_int64, y, outer, axis_len, n_idx, inner, s);
+    case 2: return launch_gather<uint16_t>(data, indices, indices_int64, y, outer, axis_len, n_idx, inner, s);
+    case 4: return launch_gather<uint32_t>(data, indices, indices_int64, y, outer, axis_len, n_idx, inner, s);
+    case 8: return launch_gather<uint64_t>(data, indices, indices_int64, y, outer, axis_len, n_idx, inner, s);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace tac::cuda::kern

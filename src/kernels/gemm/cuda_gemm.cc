@@ -1,0 +1,234 @@
+// CUDA tactics of the gemm family: cuBLASLt. MatMul, Gemm and FusedMatMul become one (strided
+// batched) fp32 GEMM; each of the first kMaxAlgos algorithms cuBLASLt's heuristic proposes for
+// the problem is a tactic, "cublaslt_h0" (its first choice) .. "cublaslt_h7". Bias and ReLU are
+// fused into cuBLASLt's epilogue where it offers them; other activations and residuals run as
+// our epilogue kernel right after, inside the same tactic.
+//
+// Row-major C[M,N] = A[M,K] B[K,N] is computed as column-major C^T = B^T A^T, so cuBLASLt's
+// "A" is our B and its "B" is our A. Compute type CUBLAS_COMPUTE_32F: true fp32 (no TF32).
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/kernel_util.h"
+#include "kernels/elementwise/cuda_kernels.h"
+#include "kernels/gemm/problem.h"
+
+namespace tac::kernels {
+
+namespace {
+
+constexpr int kMaxAlgos = 8;
+constexpr size_t kMaxWorkspace = size_t{64} << 20;
+const char* const kNames[kMaxAlgos] = {"cublaslt_h0", "cublaslt_h1", "cublaslt_h2", "cublaslt_h3",
+                                       "cublaslt_h4", "cublaslt_h5", "cublaslt_h6", "cublaslt_h7"};
+
+// Offsets i * stride for every batch i (stride 0: broadcast), or false.
+bool uniform_stride(const std::vector<int64_t>& off, int64_t& stride) {
+  stride = off.size() > 1 ? off[1] - off[0] : 0;
+  for (size_t i = 0; i < off.size(); ++i)
+    if (off[i] != static_cast<int64_t>(i) * stride) return false;
+  return true;
+}
+
+struct LtProblem {
+  gemm::Problem p;
+  int64_t a_stride = 0, b_stride = 0, r_stride = 0;
+  bool b_trans = false, a_trans = false;  // cuBLASLt's op on our B (its A) and our A (its B)
+  int64_t ldb = 0, lda = 0;
+  bool lt_bias = false, lt_relu = false, own_epilogue = false;
+  std::string key() const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld|%lld,%lld|%d%d|%lld,%lld|%d%d", (long long)p.M, (long long)p.N,
+                  (long long)p.K, (long long)p.batches, (long long)a_stride, (long long)b_stride, a_trans, b_trans,
+                  (long long)lda, (long long)ldb, lt_bias, lt_relu);
+    return buf;
+  }
+};
+
+Result<LtProblem> lt_problem(const StepDesc& s) {
+  LtProblem q;
+  TAC_RETURN_IF_ERROR(gemm::analyze_problem(s, q.p));
+  const gemm::Problem& p = q.p;
+  if (!uniform_stride(p.a_off, q.a_stride) || !uniform_stride(p.b_off, q.b_stride))
+    return not_applicable("batch dims broadcast partially (not a strided batch)");
+  if (p.res_input >= 0 && !uniform_stride(p.r_off, q.r_stride)) return not_applicable("residual batch layout");
+  if (p.b_cs == 1) q.b_trans = false, q.ldb = p.b_rs;
+  else if (p.b_rs == 1) q.b_trans = true, q.ldb = p.b_cs;
+  else return not_applicable("B layout");
+  if (p.a_cs == 1) q.a_trans = false, q.lda = p.a_rs;
+  else if (p.a_rs == 1) q.a_trans = true, q.lda = p.a_cs;
+  else return not_applicable("A layout");
+  using A = ir::Epilogue::Act;
+  const bool simple_act = p.act.act == A::none || p.act.act == A::relu;
+  if (p.res_input < 0 && simple_act) {
+    q.lt_bias = p.bias_input >= 0;
+    q.lt_relu = p.act.act == A::relu;
+  } else {
+    q.own_epilogue = true;
+  }
+  return q;
+}
+
+// The cuBLASLt descriptors of a problem; destroyed with it.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;  // cuBLASLt's A (our B), B (our A), D
+  LtDescs() = default;
+  LtDescs(const LtDescs&) = delete;
+  LtDescs& operator=(const LtDescs&) = delete;
+  ~LtDescs() {
+    if (op) cublasLtMatmulDescDestroy(op);
+    if (x) cublasLtMatrixLayoutDestroy(x);
+    if (y) cublasLtMatrixLayoutDestroy(y);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+  }
+};
+
+Status set_batch(cublasLtMatrixLayout_t l, int64_t batches, int64_t stride) {
+  if (batches <= 1) return Status::ok();
+  int32_t count = static_cast<int32_t>(batches);
+  TAC_CUBLAS_CALL(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+  TAC_CUBLAS_CALL(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  return Status::ok();
+}
+
+Status make_descs(const LtProblem& q, LtDescs& ds) {
+  const gemm::Problem& p = q.p;
+  TAC_CUBLAS_CALL(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t tx = q.b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, ty = q.a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx));
+  TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &ty, sizeof ty));
+  cublasLtEpilogue_t ep = q.lt_bias ? (q.lt_relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                    : (q.lt_relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+  // Stored (column-major) shapes: our B^T is N x K (or K x N when transposed); our A^T is K x M
+  // (or M x K); D is N x M.
+  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.x, CUDA_R_32F, q.b_trans ? p.K : p.N, q.b_trans ? p.N : p.K, q.ldb));
+  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.y, CUDA_R_32F, q.a_trans ? p.M : p.K, q.a_trans ? p.K : p.M, q.lda));
+  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.d, CUDA_R_32F, p.N, p.M, p.N));
+  TAC_RETURN_IF_ERROR(set_batch(ds.x, p.batches, q.b_stride));
+  TAC_RETURN_IF_ERROR(set_batch(ds.y, p.batches, q.a_stride));
+  TAC_RETURN_IF_ERROR(set_batch(ds.d, p.batches, p.M * p.N));
+  return Status::ok();
+}
+
+Result<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cuda::Context& c, const LtDescs& ds) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  TAC_CUBLAS_CALL(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = kMaxWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  std::vector<cublasLtMatmulHeuristicResult_t> r(kMaxAlgos);
+  int n = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c.lt, ds.op, ds.x, ds.y, ds.d, ds.d, pref, kMaxAlgos, r.data(), &n);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) return cuda::cublas_status(st, "cublasLtMatmulAlgoGetHeuristic");
+  r.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(n) : 0);
+  return r;
+}
+
+// How many algorithms the heuristic offers for a problem (cached: applies() runs per node and
+// per build), or -1 without a device.
+int algo_count(const LtProblem& q) {
+  static std::mutex mu;
+  static std::map<std::string, int> cache;
+  cuda::Context* c = cuda::context_if_available();
+  if (!c) return -1;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = cache.emplace(q.key(), 0);
+  if (fresh) {
+    LtDescs ds;
+    auto r = make_descs(q, ds).is_ok() ? heuristic(*c, ds) : Result<std::vector<cublasLtMatmulHeuristicResult_t>>(internal_error(""));
+    it->second = r ? static_cast<int>(r->size()) : 0;
+  }
+  return it->second;
+}
+
+template <int I>
+Status lt_applies(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s));
+  const int n = algo_count(q);
+  if (n >= 0 && I >= n) return not_applicable("cuBLASLt's heuristic offers " + std::to_string(n) + " algorithms here");
+  return Status::ok();
+}
+
+template <int I>
+double lt_cost(const StepDesc& s) {
+  auto q = lt_problem(s);
+  const double flops = q ? q->p.flops() : 1e9;
+  // ~50 fp32 TFLOP/s at best on an H200, a launch, and the heuristic's order as the tie-break.
+  return 5000.0 + flops / 5e4 + 100.0 * I;
+}
+
+class LtKernel final : public Kernel {
+ public:
+  LtKernel(LtProblem q, cuda::Context* c) : q_(std::move(q)), c_(c) {}
+  Status init(int index) {
+    TAC_RETURN_IF_ERROR(make_descs(q_, ds_));
+    TAC_ASSIGN_OR_RETURN(auto algos, heuristic(*c_, ds_));
+    if (index >= static_cast<int>(algos.size()))
+      return not_applicable("cuBLASLt's heuristic offers " + std::to_string(algos.size()) + " algorithms here");
+    algo_ = algos[static_cast<size_t>(index)];
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return algo_.workspaceSize; }
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
+    const gemm::Problem& p = q_.p;
+    const float alpha = p.alpha, beta = 0.0f;
+    const float* bias = p.bias_input >= 0 ? in[static_cast<size_t>(p.bias_input)].as<float>() : nullptr;
+    if (q_.lt_bias)
+      TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds_.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    float* y = out[0].as<float>();
+    TAC_CUBLAS_CALL(cublasLtMatmul(c_->lt, ds_.op, &alpha, in[1].data, ds_.x, in[0].data, ds_.y, &beta, y, ds_.d, y, ds_.d,
+                                   &algo_.algo, ws, algo_.workspaceSize, c_->stream));
+    if (!q_.own_epilogue) return Status::ok();
+    cuda::kern::EpilogueDesc e;
+    e.total = p.batches * p.M * p.N;
+    e.rows = p.M;
+    e.cols = p.N;
+    e.res_scale = p.res_scale;
+    e.r_bs = q_.r_stride;
+    e.r_rs = p.res_rs;
+    e.r_cs = p.res_cs;
+    e.act = static_cast<int>(p.act.act);
+    e.alpha = p.act.alpha;
+    e.beta = p.act.beta;
+    const float* res = p.res_input >= 0 ? in[static_cast<size_t>(p.res_input)].as<float>() : nullptr;
+    return cuda::launch_status(cuda::kern::epilogue(y, bias, res, e, c_->stream), "epilogue kernel (after cuBLASLt)");
+  }
+
+ private:
+  LtProblem q_;
+  cuda::Context* c_;
+  LtDescs ds_;
+  cublasLtMatmulHeuristicResult_t algo_{};
+};
+
+template <int I>
+Result<std::unique_ptr<Kernel>> lt_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
+  auto k = std::make_unique<LtKernel>(std::move(q), c);
+  TAC_RETURN_IF_ERROR(k->init(I));
+  return std::unique_ptr<Kernel>(std::move(k));
+}
+
+template <int I>
+void add_tactics(std::vector<Tactic>& t) {
+  for (ir::OpKind op : {ir::OpKind::MatMul, ir::OpKind::Gemm, ir::OpKind::FusedMatMul})
+    t.push_back({kNames[I], op, "cuBLASLt, the heuristic's algorithm of this rank (fp32; bias/ReLU in its epilogue)",
+                 lt_applies<I>, lt_cost<I>, lt_prepare<I>, Backend::cuda});
+}
+
+}  // namespace
+
+std::span<const Tactic> cuda_gemm_tactics() {
+  static const std::vector<Tactic> table = [] {
+    std::vector<Tactic> t;
+    add_tactics<0>(t), add_tactics<1>(t), add_tactics<2>(t), add_tactics<3>(t);
+    add_tactics<4>(t), add_tactics<5>(t), add_tactics<6>(t), add_tactics<7>(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tac::kernels

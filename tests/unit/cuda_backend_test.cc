@@ -1,0 +1,404 @@
+// The CUDA backend. Host-side logic (backend selection, tactic tables, plan stamps) is tested on
+// every machine; tests that need a GPU skip with the reason when there is none (CI), and on the
+// GPU machine check every CUDA tactic against the reference kernel on random data of odd sizes
+// (kernels/tactic_check: inputs uploaded, outputs poisoned on the device, compared on the host).
+//
+// Bounds: fp32 on both sides, the reference accumulating in float64. Elementwise ops and data
+// movement: rtol 1e-6 (device libm functions are within 2 ulp). Reductions, GEMMs and
+// convolutions: |got - want| <= 1e-4 * (1 + |want|) (sums of a few hundred products of N(0,1)
+// values in float; cuDNN's FFT and Winograd algorithms transform in float: 1e-3 for them).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "backends/cuda/device.h"
+#include "builder/plan_file.h"
+#include "builder_test_util.h"
+
+namespace tac {
+namespace {
+
+using kernels::Backend;
+using kernels::check_tactic;
+using kernels::make_node;
+using kernels::random_tensor;
+using kernels::set_attr;
+using kernels::Tactic;
+using kernels::tactics_for;
+
+bool has_tactic(ir::OpKind op, Backend b, const std::string& name) {
+  for (const Tactic* t : tactics_for(op, b))
+    if (name == t->name) return true;
+  return false;
+}
+
+// ---- host side: runs everywhere ----
+
+TEST(CudaBackend, BackendNamesParseAndBadNamesAreErrors) {
+  EXPECT_EQ(*kernels::backend_from_name("cpu"), Backend::cpu);
+  EXPECT_EQ(*kernels::backend_from_name("cuda"), Backend::cuda);
+  auto bad = kernels::backend_from_name("gpu");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'gpu'"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(builder::backend_of_device("cuda:NVIDIA H200 [sm_90, 143771 MiB]"), Backend::cuda);
+  EXPECT_EQ(builder::backend_of_device(builder::device_fingerprint()), Backend::cpu);
+}
+
+TEST(CudaBackend, TablesSeparateTheBackends) {
+  for (int i = 0; i < ir::kNumOps; ++i) {
+    auto op = static_cast<ir::OpKind>(i);
+    for (const Tactic* t : tactics_for(op, Backend::cpu)) EXPECT_EQ(t->backend, Backend::cpu) << t->name;
+    auto cuda = tactics_for(op, Backend::cuda);
+    for (const Tactic* t : cuda) EXPECT_EQ(t->backend, Backend::cuda) << t->name;
+    if (!cuda::compiled()) {
+      EXPECT_TRUE(cuda.empty());
+      continue;
+    }
+    // Every op the reference covers builds on CUDA: host_reference, last.
+    if (has_tactic(op, Backend::cpu, "reference")) {
+      ASSERT_FALSE(cuda.empty()) << ir::op_name(op);
+      EXPECT_STREQ(cuda.back()->name, "host_reference") << ir::op_name(op);
+    }
+  }
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  for (ir::OpKind op : {ir::OpKind::MatMul, ir::OpKind::Gemm, ir::OpKind::FusedMatMul})
+    for (int k = 0; k < 8; ++k) EXPECT_TRUE(has_tactic(op, Backend::cuda, "cublaslt_h" + std::to_string(k)));
+  for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv}) {
+    EXPECT_TRUE(has_tactic(op, Backend::cuda, "cudnn_implicit_gemm"));
+    EXPECT_TRUE(has_tactic(op, Backend::cuda, "cudnn_winograd"));
+  }
+  for (ir::OpKind op : {ir::OpKind::Relu, ir::OpKind::Add, ir::OpKind::Softmax, ir::OpKind::LayerNormalization,
+                        ir::OpKind::MaxPool, ir::OpKind::Transpose, ir::OpKind::Gather})
+    EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
+  EXPECT_TRUE(has_tactic(ir::OpKind::Concat, Backend::cuda, "cuda_copy"));
+  EXPECT_FALSE(has_tactic(ir::OpKind::MatMul, Backend::cpu, "cublaslt_h0"));
+  EXPECT_EQ(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0"), nullptr);  // the CPU lookup
+  EXPECT_NE(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0", Backend::cuda), nullptr);
+}
+
+// A small CNN: conv (+bias) -> relu -> global pool -> flatten -> gemm -> softmax.
+ir::Model small_cnn() {
+  test::ModelBuilder m(17);
+  m.input("x", 1, {"2", "3", "9", "11"});
+  test::initializer_random(m, "w", {5, 3, 3, 3}, 1, 0.4f);
+  test::initializer_random(m, "b", {5}, 2);
+  auto* c = m.node("Conv", {"x", "w", "b"}, {"c"}, "conv");
+  test::attr_ints(c, "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c"}, {"r"}, "relu");
+  auto* p = m.node("MaxPool", {"r"}, {"mp"}, "pool");
+  test::attr_ints(p, "kernel_shape", {3, 3});
+  test::attr_ints(p, "strides", {2, 2});
+  test::attr_ints(p, "pads", {1, 1, 1, 1});
+  m.node("GlobalAveragePool", {"mp"}, {"g"}, "gap");
+  m.node("Flatten", {"g"}, {"f"}, "flatten");
+  test::initializer_random(m, "fw", {7, 5}, 3);
+  test::initializer_random(m, "fb", {7}, 4);
+  auto* gm = m.node("Gemm", {"f", "fw", "fb"}, {"fc"}, "fc");
+  test::attr_i(gm, "transB", 1);
+  m.node("Softmax", {"fc"}, {"y"}, "softmax");
+  m.output("y", 1, {});
+  m.output("r", 1, {});
+  return m.load().value();
+}
+
+TEST(CudaBackend, KnobSpaceListsCudaTacticsOrSaysWhyNot) {
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  auto space = builder::knob_space(small_cnn(), opts);
+  if (!cuda::compiled()) {
+    ASSERT_FALSE(space.is_ok());
+    GTEST_SKIP() << "built without the CUDA backend";
+  }
+  ASSERT_TRUE(space.is_ok()) << space.status().to_string();
+  const builder::Knob* fc = space->find("tactic.fc");
+  ASSERT_NE(fc, nullptr);
+  EXPECT_NE(std::find(fc->values.begin(), fc->values.end(), "cublaslt_h0"), fc->values.end());
+  EXPECT_NE(std::find(fc->values.begin(), fc->values.end(), "host_reference"), fc->values.end());
+  EXPECT_EQ(std::find(fc->values.begin(), fc->values.end(), "reference"), fc->values.end());
+}
+
+TEST(CudaBackend, BuildingForCudaWithoutADeviceIsAClearError) {
+  if (cuda::device_present()) GTEST_SKIP() << "a CUDA device is present";
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  auto plan = builder::build_plan(small_cnn(), builder::Route{}, opts);
+  ASSERT_FALSE(plan.is_ok());
+  EXPECT_NE(plan.status().message().find("CUDA"), std::string::npos) << plan.status().message();
+}
+
+TEST(CudaBackend, PlanForAnotherGpuIsRefused) {
+  auto plan = builder::build_plan(small_cnn(), builder::Route{}, {});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const std::string other = "cuda:Some Other GPU [sm_80, 40960 MiB]";
+  plan->device = other;
+  plan->backend = Backend::cuda;
+  const auto path = std::filesystem::temp_directory_path() / ("tac_cuda_plan_" + std::to_string(::getpid()) + ".plan");
+  ASSERT_TRUE(builder::save_plan(*plan, path.string()).is_ok());
+  auto loaded = builder::load_plan(path.string());
+  std::filesystem::remove(path);
+  ASSERT_FALSE(loaded.is_ok()) << "a plan for another GPU was accepted";
+  EXPECT_EQ(loaded.status().kind(), ErrorKind::invalid_argument);
+  EXPECT_NE(loaded.status().message().find("built for " + other), std::string::npos) << loaded.status().message();
+  EXPECT_NE(loaded.status().message().find("rebuild"), std::string::npos) << loaded.status().message();
+}
+
+// ---- on the device ----
+
+#define REQUIRE_DEVICE()                                                                      \
+  do {                                                                                        \
+    if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";                  \
+    if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device on this machine";            \
+  } while (0)
+
+// Checks every CUDA tactic of `n.op` but host_reference (or only `only`) against the reference.
+// Returns how many applied.
+int expect_cuda_tactics(const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask, double rtol,
+                        double atol, const std::string& only = "") {
+  int applied = 0;
+  for (const Tactic* t : tactics_for(n.op, Backend::cuda)) {
+    if (std::string(t->name) == "host_reference" || (!only.empty() && only != t->name)) continue;
+    kernels::TacticCheck r = check_tactic(*t, n, in, cmask);
+    if (r.status.kind() == ErrorKind::not_applicable) continue;
+    EXPECT_TRUE(r.status.is_ok()) << n.op_type << " " << t->name << ": " << r.status.to_string();
+    if (!r.status) continue;
+    ++applied;
+    const double tol_atol = std::string(t->name).find("fft") != std::string::npos ||
+                                    std::string(t->name).find("winograd") != std::string::npos
+                                ? 10 * atol
+                                : atol;
+    for (size_t k = 0; k < r.outputs.size(); ++k) {
+      int bad = 0;
+      for (int64_t i = 0; i < r.expected[k].numel() && bad < 3; ++i) {
+        const double want = r.expected[k].get_f64(i), got = r.outputs[k].get_f64(i);
+        if (!(std::fabs(got - want) <= tol_atol * (1 + std::fabs(want)) + rtol * std::fabs(want))) {
+          ++bad;
+          ADD_FAILURE() << n.op_type << " " << t->name << " out" << k << "[" << i << "]: got " << got << " want " << want;
+        }
+      }
+    }
+  }
+  return applied;
+}
+
+TEST(CudaTactics, UnaryOps) {
+  REQUIRE_DEVICE();
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Floor", "Ceil", "Sin", "Cos", "Softplus",
+                         "HardSwish", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Gelu"}) {
+    ir::Node n = make_node(op, 1, 1, 20);
+    EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(DType::float32, {3, 7, 37}, 1)}, {false}, 4e-6, 1e-7), 1) << op;
+  }
+  // Sqrt, Log, Reciprocal on positive data.
+  Tensor pos = random_tensor(DType::float32, {5, 41}, 2);
+  for (int64_t i = 0; i < pos.numel(); ++i) pos.set_f64(i, std::fabs(pos.get_f64(i)) + 0.1);
+  for (const char* op : {"Sqrt", "Log", "Reciprocal"})
+    EXPECT_EQ(expect_cuda_tactics(make_node(op, 1, 1), {pos}, {false}, 4e-6, 1e-7), 1) << op;
+  ir::Node clip = make_node("Clip", 3, 1, 13);
+  Tensor lo = Tensor::create(DType::float32, {}).value(), hi = Tensor::create(DType::float32, {}).value();
+  lo.set_f64(0, -0.5), hi.set_f64(0, 0.75);
+  EXPECT_EQ(expect_cuda_tactics(clip, {random_tensor(DType::float32, {129}, 3), lo, hi}, {false, true, true}, 0, 0), 1);
+}
+
+TEST(CudaTactics, BinaryOpsWithBroadcasting) {
+  REQUIRE_DEVICE();
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{3, 7, 5}, {3, 7, 5}}, {{3, 1, 5}, {4, 5}}, {{2, 3, 4, 5}, {}}, {{1}, {6, 1, 3}}, {{4, 1}, {1, 9}}};
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"})
+    for (const auto& [a, b] : shapes) {
+      ir::Node n = make_node(op, 2, 1);
+      EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(DType::float32, a, 4), random_tensor(DType::float32, b, 5)},
+                                    {false, false}, 1e-7, 0),
+                1)
+          << op << shape_to_string(a) << shape_to_string(b);
+    }
+  Tensor base = random_tensor(DType::float32, {5, 3}, 6);
+  for (int64_t i = 0; i < base.numel(); ++i) base.set_f64(i, std::fabs(base.get_f64(i)) + 0.5);
+  EXPECT_EQ(expect_cuda_tactics(make_node("Pow", 2, 1), {base, random_tensor(DType::float32, {3}, 7)}, {false, false}, 4e-6, 0), 1);
+}
+
+TEST(CudaTactics, SoftmaxLayerNormPooling) {
+  REQUIRE_DEVICE();
+  for (int64_t axis : {-1, 1}) {
+    ir::Node n = make_node("Softmax", 1, 1, 13);
+    set_attr(n, "axis", axis);
+    EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(DType::float32, {3, 37, 5}, 8)}, {false}, 1e-5, 1e-7), 1) << axis;
+  }
+  ir::Node old = make_node("Softmax", 1, 1, 11);  // coerced to 2-D at axis 1
+  EXPECT_EQ(expect_cuda_tactics(old, {random_tensor(DType::float32, {3, 4, 5}, 9)}, {false}, 1e-5, 1e-7), 1);
+  ir::Node ls = make_node("LogSoftmax", 1, 1, 13);
+  EXPECT_EQ(expect_cuda_tactics(ls, {random_tensor(DType::float32, {7, 1000}, 10)}, {false}, 1e-5, 1e-6), 1);
+
+  ir::Node ln = make_node("LayerNormalization", 3, 1, 17);
+  set_attr(ln, "epsilon", 1e-5f);
+  EXPECT_EQ(expect_cuda_tactics(ln, {random_tensor(DType::float32, {2, 9, 257}, 11), random_tensor(DType::float32, {257}, 12),
+                                     random_tensor(DType::float32, {257}, 13)},
+                                {false, true, true}, 1e-5, 1e-5),
+            1);
+
+  for (const char* op : {"MaxPool", "AveragePool"})
+    for (int64_t cip : {0, 1}) {
+      ir::Node n = make_node(op, 1, 1, 19);
+      set_attr(n, "kernel_shape", std::vector<int64_t>{3, 2});
+      set_attr(n, "strides", std::vector<int64_t>{2, 1});
+      set_attr(n, "pads", std::vector<int64_t>{1, 0, 1, 1});
+      if (std::string(op) == "AveragePool") set_attr(n, "count_include_pad", cip);
+      EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(DType::float32, {2, 3, 11, 8}, 14)}, {false}, 1e-6, 1e-7), 1) << op;
+    }
+  ir::Node ceil = make_node("MaxPool", 1, 1, 19);
+  set_attr(ceil, "kernel_shape", std::vector<int64_t>{3, 3});
+  set_attr(ceil, "strides", std::vector<int64_t>{2, 2});
+  set_attr(ceil, "ceil_mode", int64_t{1});
+  EXPECT_EQ(expect_cuda_tactics(ceil, {random_tensor(DType::float32, {1, 2, 10, 10}, 15)}, {false}, 0, 0), 1);
+  EXPECT_EQ(expect_cuda_tactics(make_node("GlobalAveragePool", 1, 1), {random_tensor(DType::float32, {2, 5, 7, 9}, 16)}, {false},
+                                1e-6, 1e-7),
+            1);
+}
+
+TEST(CudaTactics, DataMovement) {
+  REQUIRE_DEVICE();
+  ir::Node tr = make_node("Transpose", 1, 1);
+  set_attr(tr, "perm", std::vector<int64_t>{2, 0, 3, 1});
+  EXPECT_EQ(expect_cuda_tactics(tr, {random_tensor(DType::float32, {2, 3, 5, 7}, 17)}, {false}, 0, 0), 1);
+  EXPECT_EQ(expect_cuda_tactics(tr, {random_tensor(DType::int64, {2, 3, 5, 7}, 18)}, {false}, 0, 0), 1);
+  ir::Node cat = make_node("Concat", 3, 1);
+  set_attr(cat, "axis", int64_t{1});
+  EXPECT_EQ(expect_cuda_tactics(cat, {random_tensor(DType::float32, {2, 3, 5}, 19), random_tensor(DType::float32, {2, 1, 5}, 20),
+                                      random_tensor(DType::float32, {2, 4, 5}, 21)},
+                                {false, false, false}, 0, 0),
+            1);
+  ir::Node g = make_node("Gather", 2, 1);
+  set_attr(g, "axis", int64_t{1});
+  Tensor idx = Tensor::create(DType::int64, {2, 3}).value();
+  for (int64_t i = 0; i < 6; ++i) idx.set_i64(i, i % 2 ? -(i % 4) - 1 : i % 7);
+  EXPECT_EQ(expect_cuda_tactics(g, {random_tensor(DType::float32, {3, 7, 5}, 22), idx}, {false, false}, 0, 0), 1);
+  ir::Node rs = make_node("Reshape", 2, 1);
+  Tensor shape = Tensor::create(DType::int64, {2}).value();
+  shape.set_i64(0, 5), shape.set_i64(1, -1);
+  EXPECT_EQ(expect_cuda_tactics(rs, {random_tensor(DType::float32, {2, 3, 5}, 23), shape}, {false, true}, 0, 0), 1);
+}
+
+TEST(CudaTactics, CublasLtGemms) {
+  REQUIRE_DEVICE();
+  // Batched, broadcast B, 2-D.
+  ir::Node mm = make_node("MatMul", 2, 1);
+  EXPECT_GE(expect_cuda_tactics(mm, {random_tensor(DType::float32, {2, 3, 37, 29}, 24), random_tensor(DType::float32, {2, 3, 29, 41}, 25)},
+                                {false, false}, 0, 1e-4),
+            1);
+  EXPECT_GE(expect_cuda_tactics(mm, {random_tensor(DType::float32, {2, 3, 37, 29}, 26), random_tensor(DType::float32, {29, 41}, 27)},
+                                {false, true}, 0, 1e-4),
+            1);
+  EXPECT_GE(expect_cuda_tactics(mm, {random_tensor(DType::float32, {2, 37, 29}, 28), random_tensor(DType::float32, {3, 1, 29, 41}, 29)},
+                                {false, false}, 0, 1e-4),
+            0);  // partial broadcast: host_reference only, unless strided
+  // Gemm with transposes, alpha/beta and a bias row / full C.
+  for (int64_t ta : {0, 1})
+    for (int64_t tb : {0, 1})
+      for (bool full_c : {false, true}) {
+        ir::Node g = make_node("Gemm", 3, 1);
+        set_attr(g, "transA", ta);
+        set_attr(g, "transB", tb);
+        set_attr(g, "alpha", 0.75f);
+        set_attr(g, "beta", 1.5f);
+        Shape a = ta ? Shape{23, 13} : Shape{13, 23}, b = tb ? Shape{19, 23} : Shape{23, 19};
+        Shape c = full_c ? Shape{13, 19} : Shape{19};
+        EXPECT_GE(expect_cuda_tactics(g, {random_tensor(DType::float32, a, 30), random_tensor(DType::float32, b, 31),
+                                          random_tensor(DType::float32, c, 32)},
+                                      {false, true, true}, 0, 1e-4),
+                  1)
+            << ta << tb << full_c;
+      }
+  // FusedMatMul: bias + ReLU in cuBLASLt's epilogue; GELU + residual in ours.
+  for (const char* act : {"Relu", "Gelu", ""}) {
+    ir::Node f = make_node("FusedMatMul", 4, 1);
+    f.domain = "tactician";
+    set_attr(f, "transB", int64_t{1});
+    set_attr(f, "activation", std::string(act));
+    const bool res = std::string(act) == "Gelu";
+    EXPECT_GE(expect_cuda_tactics(f, {random_tensor(DType::float32, {2, 17, 31}, 33), random_tensor(DType::float32, {21, 31}, 34),
+                                      random_tensor(DType::float32, {21}, 35),
+                                      res ? random_tensor(DType::float32, {2, 17, 21}, 36) : Tensor()},
+                                  {false, true, true, false}, 0, 1e-4),
+              1)
+        << act;
+  }
+}
+
+TEST(CudaTactics, CudnnConvolutions) {
+  REQUIRE_DEVICE();
+  struct Case {
+    Shape x, w;
+    std::vector<int64_t> pads, strides;
+    int64_t group;
+  };
+  for (const Case& c : {Case{{2, 3, 13, 11}, {8, 3, 3, 3}, {1, 1, 1, 1}, {1, 1}, 1},
+                        Case{{1, 16, 15, 15}, {16, 1, 3, 3}, {1, 1, 1, 1}, {2, 2}, 16},
+                        Case{{1, 12, 9, 9}, {10, 12, 1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+                        Case{{1, 6, 17, 17}, {6, 3, 5, 5}, {2, 2, 2, 2}, {2, 2}, 2}}) {
+    ir::Node n = make_node("Conv", 3, 1);
+    set_attr(n, "pads", c.pads);
+    set_attr(n, "strides", c.strides);
+    set_attr(n, "group", c.group);
+    EXPECT_GE(expect_cuda_tactics(n, {random_tensor(DType::float32, c.x, 37), random_tensor(DType::float32, c.w, 38),
+                                      random_tensor(DType::float32, {c.w[0]}, 39)},
+                                  {false, true, true}, 0, 1e-4),
+              1)
+        << shape_to_string(c.x) << shape_to_string(c.w);
+  }
+  ir::Node f = make_node("FusedConv", 4, 1);
+  f.domain = "tactician";
+  set_attr(f, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  set_attr(f, "activation", std::string("Clip"));
+  set_attr(f, "act_alpha", 0.0f);
+  set_attr(f, "act_beta", 6.0f);
+  EXPECT_GE(expect_cuda_tactics(f, {random_tensor(DType::float32, {2, 4, 10, 9}, 40), random_tensor(DType::float32, {6, 4, 3, 3}, 41),
+                                    random_tensor(DType::float32, {6}, 42), random_tensor(DType::float32, {2, 6, 10, 9}, 43)},
+                                {false, true, true, false}, 0, 1e-4),
+            1);
+}
+
+TEST(CudaTactics, HostReferenceRunsAnyOp) {
+  REQUIRE_DEVICE();
+  ir::Node n = make_node("ReduceMean", 1, 1, 13);
+  set_attr(n, "axes", std::vector<int64_t>{1});
+  EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(DType::float32, {3, 5, 7}, 44)}, {false}, 0, 0, "host_reference"), 0);
+  kernels::TacticCheck r = check_tactic(*kernels::find_tactic(n.op, "host_reference", Backend::cuda), n,
+                                        {random_tensor(DType::float32, {3, 5, 7}, 44)}, {false});
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  EXPECT_EQ(r.max_abs_diff, 0);
+}
+
+TEST(CudaEngine, SmallCnnMatchesTheReferenceAndPlansRoundTrip) {
+  REQUIRE_DEVICE();
+  ir::Model m = small_cnn();
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  auto e = test::build_engine(m, "", opts);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_EQ((*e)->plan().backend, Backend::cuda);
+  EXPECT_EQ((*e)->plan().device.rfind("cuda:", 0), 0u) << (*e)->plan().device;
+  for (const builder::PlanStep& st : (*e)->plan().steps) EXPECT_EQ(st.tactic->backend, Backend::cuda);
+  auto in = test::random_inputs(**e, 50);
+  auto got = (*e)->run(in);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  auto want = test::reference_outputs(m, in);
+  ASSERT_TRUE(want.is_ok());
+  EXPECT_EQ(test::compare_outputs(*got, *want, 1e-4, 1e-4), "");
+  // Twice: no state leaks between runs.
+  auto again = (*e)->run(in);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(test::compare_outputs(*again, *got, 0, 0), "");
+  // Saved and loaded on the same GPU: same outputs, bit for bit.
+  const auto path = std::filesystem::temp_directory_path() / ("tac_cuda_rt_" + std::to_string(::getpid()) + ".plan");
+  ASSERT_TRUE(builder::save_plan((*e)->plan(), path.string()).is_ok());
+  auto loaded = builder::load_plan(path.string());
+  std::filesystem::remove(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  auto e2 = runtime::Engine::create(std::move(loaded).value());
+  ASSERT_TRUE(e2.is_ok()) << e2.status().to_string();
+  auto got2 = (*e2)->run(in);
+  ASSERT_TRUE(got2.is_ok());
+  EXPECT_EQ(test::compare_outputs(*got2, *got, 0, 0), "");
+}
+
+}  // namespace
+}  // namespace tac
