@@ -18,7 +18,11 @@ ir::Model load(const ModelBuilder& mb) {
 
 // Builds `m` with `route`, runs it on random inputs and compares with the reference
 // interpreter on the original model. Returns the engine for inspection of its plan.
-std::unique_ptr<runtime::Engine> build_and_check(const ir::Model& m, const std::string& route, uint64_t seed = 1) {
+// fuse_elementwise (tested in elementwise_chain_test.cc) is kept off unless the route names it:
+// it would chain the Add/Relu nodes these tests check another pass leaves unfused.
+std::unique_ptr<runtime::Engine> build_and_check(const ir::Model& m, const std::string& route_in, uint64_t seed = 1) {
+  const std::string route =
+      route_in.find("fuse_elementwise") == std::string::npos ? route_in + " pass.fuse_elementwise=off" : route_in;
   auto e = test::build_engine(m, route);
   EXPECT_TRUE(e.is_ok()) << "route '" << route << "': " << e.status().to_string();
   if (!e) return nullptr;

@@ -73,7 +73,10 @@ Rewrite build_and_check(const ModelBuilder& mb, const std::string& pass, const s
   EXPECT_TRUE(expected.is_ok()) << expected.status().to_string();
   if (!expected.is_ok()) return r;
   for (bool enabled : {true, false}) {
-    auto route = builder::Route::parse(enabled ? "threads=1" : "threads=1 pass." + pass + "=off");
+    // fuse_elementwise (tested in elementwise_chain_test.cc) would chain what the pass under test
+    // leaves unfused: keep it off so the graph shows this pass's own effect.
+    auto route = builder::Route::parse(enabled ? "threads=1 pass.fuse_elementwise=off"
+                                               : "threads=1 pass.fuse_elementwise=off pass." + pass + "=off");
     EXPECT_TRUE(route.is_ok()) << route.status().to_string();
     auto plan = builder::build_plan(*model, *route, {});
     EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
