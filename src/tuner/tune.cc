@@ -81,10 +81,12 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
   SearchSpace space;
   std::map<std::string, size_t> group_dim;
   for (const builder::Knob& k_in : knobs.knobs()) {
-    // The classic-builder knobs (builder.selection, builder.prune) only reproduce the failure
-    // modes the tuner exists to avoid: searched only when asked for by name.
-    const bool classic = k_in.name.rfind("builder.", 0) == 0;
-    if (k_in.name == "threads" || (classic && globs.empty()) || !matches(globs, k_in.name)) continue;
+    // Searched only when --knobs names them: the classic-builder knobs (builder.selection,
+    // builder.prune) only reproduce the failure modes the tuner exists to avoid; the precision
+    // knobs need a tolerance that admits bf16/int8 (the default fp32 one rejects every such
+    // candidate), and a lowered node refuses the fp32 tactics other knobs may pin for it.
+    const bool opt_in = k_in.name.rfind("builder.", 0) == 0 || k_in.name.rfind("precision.", 0) == 0;
+    if (k_in.name == "threads" || (opt_in && globs.empty()) || !matches(globs, k_in.name)) continue;
     builder::Knob k = k_in;
     if (!k.search_values.empty()) k.values = k.search_values;
     if (k.values.size() < 2) continue;

@@ -24,15 +24,15 @@ TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
   builder::KnobSpace ks;
   ks.add({"threads", {"1", "2"}, "2", "", builder::KnobScope::global});
   ks.add({"memory.planner", {"a", "b", "c"}, "a", "", builder::KnobScope::global});
-  ks.add({"precision.default", {"fp32"}, "fp32", "", builder::KnobScope::global});
+  ks.add({"precision.default", {"fp32", "bf16"}, "fp32", "", builder::KnobScope::global});
   ks.add({"builder.prune", {"0", "1", "2"}, "0", "", builder::KnobScope::global});
   ks.add({"tactic.c1", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
   ks.add({"tactic.c2", {"auto", "x", "y", "z"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
   ks.add({"tactic.c3", {"auto", "x"}, "auto", "", builder::KnobScope::node, "Conv(sig2)"});
   auto all = make_search_space(ks, {});
   ASSERT_TRUE(all.is_ok());
-  // threads is fixed by the caller, precision has one value and builder.* is searched only when
-  // named: 3 dimensions remain.
+  // threads is fixed by the caller, builder.* and precision.* are searched only when named: 3
+  // dimensions remain.
   ASSERT_EQ(all->dims.size(), 3u);
   EXPECT_EQ(all->dims[0].name, "memory.planner");
   EXPECT_EQ(all->dims[1].knobs, (std::vector<std::string>{"tactic.c1", "tactic.c2"}));
@@ -41,6 +41,9 @@ TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
   auto classic = make_search_space(ks, {"builder.prune"});
   ASSERT_TRUE(classic.is_ok());
   EXPECT_EQ(classic->dims.size(), 1u);
+  auto precision = make_search_space(ks, {"precision.*"});
+  ASSERT_TRUE(precision.is_ok());
+  EXPECT_EQ(precision->dims.size(), 1u);
   auto only = make_search_space(ks, {"tactic.c3"});
   ASSERT_TRUE(only.is_ok());
   ASSERT_EQ(only->dims.size(), 1u);
