@@ -139,16 +139,9 @@ Status fuse_attention(ir::Graph& g, PassContext& ctx) {
     if (dead[static_cast<size_t>(sm.index)]) continue;
     auto m = match_attention(g, users, sm);
     if (!m) continue;
-    bool taken = dead[static_cast<size_t>(m->last->index)];
-    for (ir::Node* n : m->others) taken |= dead[static_cast<size_t>(n->index)];
-    if (taken) continue;
     std::string what;
-    for (ir::Node* n : m->others) {
-      dead[static_cast<size_t>(n->index)] = true;
-      what += n->label() + ", ";
-    }
+    if (!claim_match(dead, *m->last, m->others, what)) continue;
     ir::Node& at = *m->last;
-    what += at.label();
     at.op = ir::OpKind::FusedAttention;
     at.op_type = "FusedAttention";
     at.domain = ir::kInternalDomain;

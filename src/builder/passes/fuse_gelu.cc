@@ -81,16 +81,9 @@ Status fuse_gelu(ir::Graph& g, PassContext& ctx) {
     if (dead[static_cast<size_t>(erf.index)]) continue;
     auto m = match_gelu(g, users, erf);
     if (!m) continue;
-    bool taken = dead[static_cast<size_t>(m->last->index)];
-    for (ir::Node* n : m->others) taken |= dead[static_cast<size_t>(n->index)];
-    if (taken) continue;
     std::string what;
-    for (ir::Node* n : m->others) {
-      dead[static_cast<size_t>(n->index)] = true;
-      what += n->label() + ", ";
-    }
+    if (!claim_match(dead, *m->last, m->others, what)) continue;
     ir::Node& gelu = *m->last;
-    what += gelu.label();
     gelu.op = ir::OpKind::Gelu;
     gelu.op_type = "Gelu";
     gelu.inputs = {m->x};

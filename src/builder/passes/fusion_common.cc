@@ -55,6 +55,19 @@ std::optional<ir::Epilogue> activation_of(const ir::Graph& g, const ir::Node& n)
   return e;
 }
 
+bool claim_match(std::vector<bool>& dead, const ir::Node& last, const std::vector<ir::Node*>& others, std::string& what) {
+  if (dead[static_cast<size_t>(last.index)]) return false;
+  for (const ir::Node* n : others)
+    if (dead[static_cast<size_t>(n->index)]) return false;
+  what.clear();
+  for (const ir::Node* n : others) {
+    dead[static_cast<size_t>(n->index)] = true;
+    what += n->label() + ", ";
+  }
+  what += last.label();
+  return true;
+}
+
 bool is_op(const ir::Node& n, ir::OpKind op, int n_inputs) {
   return n.op == op && n.domain.empty() && n.outputs.size() == 1 && n.outputs[0] != ir::kNoValue &&
          (n_inputs < 0 || static_cast<int>(n.inputs.size()) == n_inputs);

@@ -20,6 +20,11 @@ std::optional<ir::Epilogue> activation_of(const ir::Graph& g, const ir::Node& n)
 std::optional<ir::Epilogue> absorb_activation(const ir::Graph& g, const std::vector<std::vector<int>>& users,
                                               std::vector<bool>& dead, int& y, std::string& what);
 
+// Claims a matched subgraph for a rewrite: false when `last` or one of `others` is already
+// `dead` (claimed by an earlier match); else marks `others` dead and returns their labels and
+// `last`'s, comma-separated, in `what` (`last` is the node the caller rewrites in place).
+bool claim_match(std::vector<bool>& dead, const ir::Node& last, const std::vector<ir::Node*>& others, std::string& what);
+
 // ---- pattern vocabulary ----
 // A node of the default domain with op `op`, one output, and `n_inputs` inputs (-1: any).
 bool is_op(const ir::Node& n, ir::OpKind op, int n_inputs = -1);

@@ -96,7 +96,7 @@ Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
                                   gemm::sgemm_workspace_bytes(blk, g.sq, g.dv, g.sk, false, 1));
   const size_t per_thread = align64(static_cast<size_t>(g.sq * g.sk) * sizeof(float)) + align64(gemm_ws);
   const ew::IsaKernels& ek = ew::isa_kernels(I);
-  auto run = [g, blk, threads, per_thread, gemm_ws, &ek](std::span<const TensorView> in, std::span<const TensorView> out,
+  auto run = [g, blk, threads, per_thread, &ek](std::span<const TensorView> in, std::span<const TensorView> out,
                                                          void* ws) -> Status {
     const float* q = in[0].as<const float>();
     const float* k = in[1].as<const float>();
@@ -132,7 +132,6 @@ Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
 #pragma omp parallel for num_threads(threads) schedule(static)
       for (int64_t b = 0; b < g.batches; ++b) one(b, base + static_cast<size_t>(omp_get_thread_num()) * per_thread);
     }
-    (void)gemm_ws;
     return Status::ok();
   };
   return ew::make_kernel(std::move(run), per_thread * static_cast<size_t>(threads));
