@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -538,6 +539,8 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   std::map<std::string, std::vector<std::string>> values;
   std::map<std::string, std::string> ops, groups;
   std::map<std::string, std::vector<std::string>> default_values;
+  // Per node and tactic, the precisions under which it applied (variants 0, 1: fp32).
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> precisions_of;
   std::vector<std::string> order;
   // Precision knobs: the candidates of the default graph (see precision.h).
   std::vector<Knob> precision_knobs;
@@ -581,6 +584,12 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       if (variant == 0) groups[n.name] = node_signature(g->graph, n);
       for (const auto& [t, cost] : r2.candidates) {
         if (std::find(it->second.begin(), it->second.end(), t->name) == it->second.end()) it->second.push_back(t->name);
+        // The precision the node computes in here: a lowered node reads bf16 or 8-bit data.
+        const DType in = n.inputs.empty() || n.inputs[0] == ir::kNoValue
+                             ? DType::float32 : g->graph.values[static_cast<size_t>(n.inputs[0])].type.dtype;
+        const std::string precision = in == DType::bfloat16 ? "bf16" : in == DType::uint8 || in == DType::int8 ? "int8" : "fp32";
+        auto& ps = precisions_of[n.name][t->name];
+        if (std::find(ps.begin(), ps.end(), precision) == ps.end()) ps.push_back(precision);
         if (variant == 0) {
           auto& dv = default_values[n.name];
           if (dv.empty()) dv.push_back("auto");
@@ -589,12 +598,21 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       }
     }
   }
+  // A node with a precision knob gets conditional tactic values: those that apply under some of
+  // its precisions only (an fp32 GEMM is inactive while the node computes in bf16).
+  std::map<std::string, size_t> precision_count;  // per node: "default" and each precision it can take
+  for (const Knob& k : precision_knobs) precision_count[k.name.substr(std::strlen("precision."))] = k.values.size();
   for (Knob& k : precision_knobs) space.add(std::move(k));
-  for (const std::string& name : order)
-    space.add({"tactic." + name, values[name], "auto",
-               ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node,
-               groups.count(name) ? groups[name] : ops[name] + "#" + name,
-               default_values.count(name) ? default_values[name] : std::vector<std::string>{"auto"}});
+  for (const std::string& name : order) {
+    Knob k{"tactic." + name, values[name], "auto",
+           ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node,
+           groups.count(name) ? groups[name] : ops[name] + "#" + name,
+           default_values.count(name) ? default_values[name] : std::vector<std::string>{"auto"}};
+    if (auto pc = precision_count.find(name); pc != precision_count.end())
+      for (const auto& [t, ps] : precisions_of[name])
+        if (ps.size() + 1 < pc->second) k.value_precisions[t] = ps;
+    space.add(std::move(k));
+  }
   return space;
 }
 
@@ -602,9 +620,10 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   auto t0 = std::chrono::steady_clock::now();
   TAC_ASSIGN_OR_RETURN(KnobSpace space, knob_space(m, opts));
   TAC_RETURN_IF_ERROR(validate_route(route, space));
-  RouteView view(route, space);
   Plan plan;
-  plan.route = route.to_string();
+  const Route active = active_route(route, space, &plan.report.inactive);
+  RouteView view(active, space);
+  plan.route = active.to_string();
   plan.model_hash = m.hash;
   TAC_ASSIGN_OR_RETURN(plan.device, device_fingerprint(opts.backend));
   plan.backend = opts.backend;

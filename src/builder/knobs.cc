@@ -1,5 +1,6 @@
 #include "builder/knobs.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/json.h"
@@ -30,9 +31,6 @@ const Knob* KnobSpace::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &knobs_[it->second];
 }
 
-namespace {
-}  // namespace
-
 std::string KnobSpace::to_json() const {
   std::string j = "[";
   for (size_t i = 0; i < knobs_.size(); ++i) {
@@ -41,7 +39,19 @@ std::string KnobSpace::to_json() const {
     j += "{\"name\": " + json_quote(k.name) + ", \"values\": [";
     for (size_t v = 0; v < k.values.size(); ++v) j += (v ? ", " : "") + json_quote(k.values[v]);
     j += "], \"default\": " + json_quote(k.default_value) + ", \"help\": " + json_quote(k.help) +
-         ", \"scope\": " + json_quote(scope_name(k.scope)) + (k.group.empty() ? "" : ", \"group\": " + json_quote(k.group)) + "}";
+         ", \"scope\": " + json_quote(scope_name(k.scope)) + (k.group.empty() ? "" : ", \"group\": " + json_quote(k.group));
+    if (!k.value_precisions.empty()) {
+      j += ", \"conditions\": {";
+      bool first = true;
+      for (const auto& [v, ps] : k.value_precisions) {
+        j += (first ? "" : ", ") + json_quote(v) + ": [";
+        for (size_t p = 0; p < ps.size(); ++p) j += (p ? ", " : "") + json_quote(ps[p]);
+        j += "]";
+        first = false;
+      }
+      j += "}";
+    }
+    j += "}";
   }
   return j + "]";
 }
@@ -94,6 +104,40 @@ Status validate_route(const Route& route, const KnobSpace& space) {
     }
   }
   return Status::ok();
+}
+
+std::string node_precision(const Route& route, const KnobSpace& space, const std::string& node) {
+  const Knob* pk = space.find("precision." + node);
+  if (!pk) return "fp32";
+  auto it = route.values.find(pk->name);
+  std::string p = it == route.values.end() ? pk->default_value : it->second;
+  if (p.empty() || p == "default") {
+    it = route.values.find("precision.default");
+    const Knob* dk = space.find("precision.default");
+    p = it != route.values.end() ? it->second : dk ? dk->default_value : "fp32";
+    // The default applies where the node can take it (int8 needs constant weights).
+    if (std::find(pk->values.begin(), pk->values.end(), p) == pk->values.end()) p = "fp32";
+  }
+  return p;
+}
+
+Route active_route(const Route& route, const KnobSpace& space, std::vector<std::string>* inactive) {
+  Route out;
+  for (const auto& [k, v] : route.values) {
+    const Knob* knob = space.find(k);
+    if (knob) {
+      if (auto cond = knob->value_precisions.find(v); cond != knob->value_precisions.end()) {
+        const std::string node = k.substr(k.find('.') + 1);
+        const std::string p = node_precision(route, space, node);
+        if (std::find(cond->second.begin(), cond->second.end(), p) == cond->second.end()) {
+          if (inactive) inactive->push_back(k + "=" + v + " (" + node + " computes in " + p + ")");
+          continue;
+        }
+      }
+    }
+    out.values.emplace(k, v);
+  }
+  return out;
 }
 
 std::string RouteView::get(const std::string& name) const {

@@ -26,6 +26,11 @@ struct Knob {
   // in the graph the default passes produce (`values` also holds tactics that only apply when a
   // route turns a fusion off). Empty: search `values`.
   std::vector<std::string> search_values = {};
+  // Conditional values (tactic knobs of nodes with a precision knob): the precisions under which
+  // a value applies. A tactic computing in bf16 applies only while its node computes in bf16, so
+  // a route pinning it on an fp32 node pins nothing: the pin is inactive (see active_route).
+  // A value absent here applies under every precision.
+  std::map<std::string, std::vector<std::string>> value_precisions = {};
 };
 
 class KnobSpace {
@@ -54,6 +59,17 @@ struct Route {
 // Every knob of `route` exists in `space` and has a value in its domain; errors name the knob
 // and list the allowed values.
 Status validate_route(const Route& route, const KnobSpace& space);
+
+// The precision node `node` computes in under `route`: precision.<node>, else precision.default
+// where the node can take it, else fp32 (the rule of precision.cc's chosen_precisions, read from
+// the knobs alone). Nodes without a precision knob compute in fp32.
+std::string node_precision(const Route& route, const KnobSpace& space, const std::string& node);
+
+// `route` without its inactive settings: conditional values (Knob::value_precisions) whose
+// condition the route's precisions do not meet. Routes that differ only in inactive settings
+// build the same engine; the builder builds the active route and the tuner keys candidates by
+// it. `inactive` (optional) receives "knob=value (node computes in P)" per dropped setting.
+Route active_route(const Route& route, const KnobSpace& space, std::vector<std::string>* inactive = nullptr);
 
 // Reading a route against its knob space: unset knobs give their default.
 class RouteView {

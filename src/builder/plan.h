@@ -44,6 +44,7 @@ struct BuildReport {
   int casts = 0;      // Cast steps (fp32 <-> bf16) the precision rewrite left after its cleanup
   int quantizes = 0;  // QuantizeLinear steps (fp32 -> int8) it inserted
   std::string calibration;  // where int8 scales came from ("" when no node is int8)
+  std::vector<std::string> inactive;  // route settings that did not apply (see active_route)
   double build_ms = 0;
 };
 

@@ -28,6 +28,7 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
   for (const std::string& s : plan.report.pass_log) std::printf("  %s\n", s.c_str());
   std::printf("reformats inserted: %d\n", plan.report.reformats);
   std::printf("casts inserted: %d (fp32<->bf16), quantizes: %d (fp32->int8)\n", plan.report.casts, plan.report.quantizes);
+  for (const std::string& s : plan.report.inactive) std::printf("inactive route setting: %s\n", s.c_str());
   if (!plan.report.calibration.empty()) std::printf("int8 calibration: %s\n", plan.report.calibration.c_str());
   std::printf("tactics (op/tactic: steps):\n");
   for (const auto& [k, c] : tactic_count) std::printf("  %-40s %d\n", k.c_str(), c);

@@ -13,7 +13,8 @@ int cmd_knobs(int argc, char** argv) {
       "usage: tactician knobs MODEL.onnx [--json] [--dim SYMBOL=N]... [--backend cuda|cpu]\n"
       "Lists the knob space of the model on the backend: global knobs, one per pass, and a\n"
       "tactic knob per node with its applicable tactics. --json prints\n"
-      "[{\"name\", \"values\", \"default\", \"help\", \"scope\"}, ...].\n";
+      "[{\"name\", \"values\", \"default\", \"help\", \"scope\"[, \"group\"][, \"conditions\"]}, ...];\n"
+      "conditions maps a value to the precisions of its node under which it applies.\n";
   if (!parse_args(argc, argv, 2, {"--dim", "--backend"}, {"--json", "--help"}, args, err) || args.positional.size() != 1 ||
       args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician knobs: %s\n", err.c_str());
@@ -39,13 +40,24 @@ int cmd_knobs(int argc, char** argv) {
     std::printf("%s\n", space->to_json().c_str());
     return 0;
   }
+  bool has_conditions = false;
   for (const builder::Knob& k : space->knobs()) {
+    has_conditions |= !k.value_precisions.empty();
     std::string values;
-    for (const std::string& v : k.values) values += (values.empty() ? "" : "|") + v;
+    for (const std::string& v : k.values) {
+      values += (values.empty() ? "" : "|") + v;
+      if (auto c = k.value_precisions.find(v); c != k.value_precisions.end()) {
+        std::string ps;
+        for (const std::string& p : c->second) ps += (ps.empty() ? "" : ",") + p;
+        values += "[" + ps + "]";
+      }
+    }
     std::printf("%-40s %-7s default %-16s %s\n", k.name.c_str(), builder::scope_name(k.scope), k.default_value.c_str(),
                 values.c_str());
   }
-  std::printf("%zu knobs\n", space->knobs().size());
+  std::printf("%zu knobs%s\n", space->knobs().size(),
+              has_conditions ? " (value[P]: applies only while its node computes in precision P; a route setting it "
+                               "otherwise is inactive and ignored)" : "");
   return 0;
 }
 

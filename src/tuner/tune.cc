@@ -84,7 +84,8 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
     // Searched only when --knobs names them: the classic-builder knobs (builder.selection,
     // builder.prune) only reproduce the failure modes the tuner exists to avoid; the precision
     // knobs need a tolerance that admits bf16/int8 (the default fp32 one rejects every such
-    // candidate), and a lowered node refuses the fp32 tactics other knobs may pin for it.
+    // candidate). Searched together with tactic knobs, a tactic pinned for another precision than
+    // its node's is inactive (builder::active_route), and such points are evaluated once.
     const bool opt_in = k_in.name.rfind("builder.", 0) == 0 || k_in.name.rfind("precision.", 0) == 0;
     if (k_in.name == "threads" || (opt_in && globs.empty()) || !matches(globs, k_in.name)) continue;
     builder::Knob k = k_in;
@@ -336,7 +337,9 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // `hist` (the history of the strategy searching `sp`); returns the record.
   auto evaluate = [&](const SearchSpace& sp, History& hist, const Point& p,
                       const std::string& who) -> Result<CandidateRecord> {
-    const std::string text = with_threads(route_of(sp, p));
+    // Keyed by the active route: points differing only in inactive settings (a tactic pinned on
+    // a node another knob lowers to bf16) build the same engine and are evaluated once.
+    const std::string text = with_threads(builder::active_route(route_of(sp, p), knobs));
     if (auto it = by_route.find(text); it != by_route.end()) {
       if (!hist.contains(p)) hist.trials.push_back({p, it->second.status == "ok" ? it->second.median_ms : INFINITY});
       return it->second;

@@ -465,23 +465,65 @@ TEST(PrecisionKnobs, RouteErrorsNameTheKnob) {
   ASSERT_FALSE(bad_value.is_ok());
   EXPECT_NE(bad_value.status().message().find("precision.default"), std::string::npos);
   EXPECT_NE(bad_value.status().message().find("fp32"), std::string::npos);
-  // A bf16 tactic pinned on an fp32 node is not a candidate there.
   if (has_bf16()) {
-    auto space = builder::knob_space(*m, {});
-    ASSERT_TRUE(space.is_ok());
-    std::string conv;
-    for (const builder::Knob& k : space->knobs())
-      if (k.name.rfind("precision.", 0) == 0 && k.name != "precision.default") conv = k.name.substr(10);
-    auto pin = builder::build_plan(*m, builder::Route::parse("tactic." + conv + "=onednn_bf16").value(), {});
-    ASSERT_FALSE(pin.is_ok());
-    EXPECT_NE(pin.status().message().find("is not a candidate"), std::string::npos);
-    auto ok = builder::build_plan(
-        *m, builder::Route::parse("precision." + conv + "=bf16 tactic." + conv + "=onednn_bf16").value(), {});
-    EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
-    if (ok) {
-      EXPECT_EQ(ok->report.casts, 2);  // one node: a cast in, a cast out
-    }
+    // A precision other than fp32 on a node without a precision knob (a MaxPool) is unknown.
+    auto pool = builder::build_plan(*m, builder::Route::parse("precision._maxpool_MaxPool=bf16").value(), {});
+    ASSERT_FALSE(pool.is_ok());
+    EXPECT_NE(pool.status().message().find("precision._maxpool_MaxPool"), std::string::npos);
   }
+}
+
+// Tactic values are conditional on the node's precision: a pin that does not apply under the
+// route's precisions is inactive (reported, ignored), and routes differing only there are one.
+TEST(PrecisionKnobs, TacticPinsAreConditionalOnTheNodesPrecision) {
+  if (!std::filesystem::exists(TAC_MODELS_DIR)) GTEST_SKIP() << "no model zoo";
+  if (!has_bf16()) GTEST_SKIP() << "no AVX512-BF16";
+  auto m = load_zoo("resnet18");
+  ASSERT_TRUE(m.is_ok());
+  auto space = builder::knob_space(*m, {});
+  ASSERT_TRUE(space.is_ok());
+  const std::string conv = "_layer1_layer1.0_conv1_Conv";
+  const builder::Knob* tk = space->find("tactic." + conv);
+  ASSERT_NE(tk, nullptr);
+  ASSERT_EQ(tk->value_precisions.count("onednn_bf16"), 1u);
+  EXPECT_EQ(tk->value_precisions.at("onednn_bf16"), std::vector<std::string>{"bf16"});
+  EXPECT_EQ(tk->value_precisions.at("winograd_f4x3"), std::vector<std::string>{"fp32"});
+  EXPECT_EQ(tk->value_precisions.count("auto"), 0u);
+
+  auto active = [&](const std::string& text, std::vector<std::string>* inactive = nullptr) {
+    return builder::active_route(builder::Route::parse(text).value(), *space, inactive).to_string();
+  };
+  std::vector<std::string> why;
+  // bf16 pinned on an fp32 node; fp32 pinned under precision.default=bf16; both inactive.
+  EXPECT_EQ(active("tactic." + conv + "=onednn_bf16", &why), "");
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_NE(why[0].find("computes in fp32"), std::string::npos) << why[0];
+  EXPECT_EQ(active("precision.default=bf16 tactic." + conv + "=winograd_f4x3"), "precision.default=bf16");
+  // The node's own precision knob overrides the default, in both directions.
+  EXPECT_EQ(active("precision." + conv + "=fp32 precision.default=bf16 tactic." + conv + "=winograd_f4x3"),
+            "precision." + conv + "=fp32 precision.default=bf16 tactic." + conv + "=winograd_f4x3");
+  EXPECT_EQ(active("precision." + conv + "=bf16 tactic." + conv + "=onednn_bf16"),
+            "precision." + conv + "=bf16 tactic." + conv + "=onednn_bf16");
+  // Values without a condition, and other knobs, are never dropped.
+  EXPECT_EQ(active("precision.default=bf16 tactic." + conv + "=reference memory.inplace=off"),
+            "memory.inplace=off precision.default=bf16 tactic." + conv + "=reference");
+
+  // The builder builds the active route: the pin is reported and the heuristic chooses.
+  auto pin = builder::build_plan(*m, builder::Route::parse("tactic." + conv + "=onednn_bf16").value(), {});
+  ASSERT_TRUE(pin.is_ok()) << pin.status().to_string();
+  EXPECT_EQ(pin->route, "");
+  ASSERT_EQ(pin->report.inactive.size(), 1u);
+  EXPECT_NE(pin->report.inactive[0].find("tactic." + conv + "=onednn_bf16"), std::string::npos);
+  EXPECT_EQ(pin->report.casts, 0);
+  auto lowered = builder::build_plan(
+      *m, builder::Route::parse("precision." + conv + "=bf16 tactic." + conv + "=onednn_bf16").value(), {});
+  ASSERT_TRUE(lowered.is_ok()) << lowered.status().to_string();
+  EXPECT_TRUE(lowered->report.inactive.empty());
+  EXPECT_EQ(lowered->report.casts, 2);  // one node: a cast in, a cast out
+  bool pinned = false;
+  for (const builder::TacticRanking& r : lowered->report.rankings)
+    if (r.node == conv) pinned = r.chosen == "onednn_bf16" && r.why == "route";
+  EXPECT_TRUE(pinned);
 }
 
 }  // namespace
