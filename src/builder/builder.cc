@@ -69,6 +69,11 @@ void add_global_knobs(KnobSpace& space) {
              "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
              "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales",
              KnobScope::global});
+  if (const auto pv = precision_values(); std::find(pv.begin(), pv.end(), "int8") != pv.end())
+    space.add({"precision.calibration", calibration_methods(), "max",
+               "the activation range int8 scales cover: the largest |x| over the calibration inputs (max), or a "
+               "percentile of |x| (clips rare outliers for finer steps); the tolerance decides",
+               KnobScope::global});
   space.add({"layout.default", {"nchw"}, "nchw",
              "activation layout between layers (NHWC and blocked layouts to come; tactics may reorder inside)",
              KnobScope::global});
@@ -229,7 +234,7 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
   // Precision after the fusions: a fused node (bias, residual, activation) is what computes in
   // lower precision, and the casts go around it, not inside it.
-  const std::map<std::string, std::string> choice = chosen_precisions(g, route);
+  const std::map<std::string, std::string> choice = chosen_precisions(g, route, report ? &report->inactive : nullptr);
   std::vector<std::string> int8_nodes;
   for (const auto& [name, p] : choice)
     if (p == "int8") int8_nodes.push_back(name);
@@ -237,19 +242,25 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   if (calibrate && !int8_nodes.empty()) {
     // Calibrate every candidate at once and keep the ranges for this process: they depend only
     // on the model, its bound dims and the passes (a tuner or a test builds many int8 routes).
+    // With opts.calibration_cache the ranges also persist on disk, for the other processes.
     static std::mutex mu;
     static std::map<std::string, Calibration> cache;
-    std::string key = src.hash + "|" + src.path;
+    const std::string method = route.get("precision.calibration");
+    std::string key = src.hash + "|" + src.path + "|" + opts.calibration_dir + "|" + method;
     for (const auto& [d, v] : opts.dims) key += "|" + d + "=" + std::to_string(v);
+    key += "|";
     for (const Pass& p : pass_pipeline()) key += route.on(std::string("pass.") + p.name) ? "1" : "0";
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
+    if (it == cache.end() && !opts.calibration_cache.empty())
+      if (auto c = load_calibration(opts.calibration_cache, key)) it = cache.emplace(key, std::move(*c)).first;
     if (it == cache.end()) {
       std::vector<std::string> all;
       for (const auto& [name, p] : choice) all.push_back(name);
       std::string source;
-      TAC_ASSIGN_OR_RETURN(auto sets, calibration_inputs(m, 4, source));
-      TAC_ASSIGN_OR_RETURN(Calibration c, calibrate_ranges(m, all, sets, source));
+      TAC_ASSIGN_OR_RETURN(auto sets, calibration_inputs(m, 4, source, opts.calibration_dir));
+      TAC_ASSIGN_OR_RETURN(Calibration c, calibrate_ranges(m, all, sets, source, method.empty() ? "max" : method));
+      if (!opts.calibration_cache.empty()) TAC_RETURN_IF_ERROR(save_calibration(opts.calibration_cache, key, c));
       it = cache.emplace(key, std::move(c)).first;
     }
     calib = it->second;
@@ -623,7 +634,6 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   Plan plan;
   const Route active = active_route(route, space, &plan.report.inactive);
   RouteView view(active, space);
-  plan.route = active.to_string();
   plan.model_hash = m.hash;
   TAC_ASSIGN_OR_RETURN(plan.device, device_fingerprint(opts.backend));
   plan.backend = opts.backend;
@@ -650,7 +660,20 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     rk.node = n.name;
     rk.op = n.op_type;
     rk.not_applicable = ranked.not_applicable;
-    const std::string pinned = view.get("tactic." + n.name);
+    std::string pinned = view.get("tactic." + n.name);
+    if (!pinned.empty() && pinned != "auto") {
+      // A pin naming a tactic of another op is inactive: this route's passes made the node
+      // another op (fused_avx512 computes FusedAttention; with pass.fuse_attention=off the node
+      // is the plain MatMul it started as).
+      bool same_op = false;
+      for (const kernels::Tactic* t : kernels::tactics_for(n.op, opts.backend, opts.planted_faults))
+        same_op |= pinned == t->name;
+      if (!same_op) {
+        plan.report.inactive.push_back("tactic." + n.name + "=" + pinned + " (" + n.name + " is a " + n.op_type +
+                                       " under this route; " + pinned + " is a tactic of another op)");
+        pinned.clear();
+      }
+    }
     if (!pinned.empty() && pinned != "auto") {
       for (const auto& [t, cost] : ranked.candidates)
         if (pinned == t->name) step.tactic = t;
@@ -678,6 +701,11 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     plan.report.rankings.push_back(std::move(rk));
     plan.steps.push_back(std::move(step));
   }
+  // The plan records what it was built from: the route without its inactive settings (those the
+  // route's own precisions or passes made inapplicable; each report line starts "knob=value").
+  Route recorded = route;
+  for (const std::string& s : plan.report.inactive) recorded.values.erase(s.substr(0, s.find('=')));
+  plan.route = recorded.to_string();
 
   // Values: constants, inputs, arena buffers with lifetimes [producer, last use].
   plan.values.resize(g.values.size());

@@ -18,6 +18,11 @@ struct BuildOptions {
   bool planted_faults = false;
   // Which backend's tactics the plan uses; CUDA plans are stamped with the GPU they are built for.
   kernels::Backend backend = kernels::Backend::cpu;
+  // int8 calibration: the inputs to calibrate on (a folder of test_data_set_* or input_K.pb;
+  // "": the model's own test data, else seeded random inputs), and a folder caching the ranges
+  // across processes ("": none; the tuner gives its candidates one).
+  std::string calibration_dir;
+  std::string calibration_cache;
 };
 
 // Binds the model's symbolic input dims to the shapes of the given inputs; a dim already bound

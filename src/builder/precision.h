@@ -19,6 +19,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,10 @@ struct Calibration {
 
 // The precision each node computes in under `route` ("fp32", "bf16", "int8"), for the candidate
 // nodes of `g` only.
-std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const RouteView& route);
+// A node's int8 setting its graph cannot take under this route's passes is inactive: the node
+// stays fp32 and `inactive` (optional) says so.
+std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const RouteView& route,
+                                                     std::vector<std::string>* inactive = nullptr);
 
 struct PrecisionReport {
   int casts = 0;       // Cast steps left after the cleanup (bf16 <-> fp32)
@@ -65,13 +69,27 @@ struct PrecisionReport {
 Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
                        PrecisionReport* report);
 
-// Runs the fp32 graph `m` (after passes) through the reference interpreter on each input set and
-// records the range of every activation input of the nodes in `nodes`. Deterministic.
-Result<Calibration> calibrate_ranges(const ir::Model& m, const std::vector<std::string>& nodes,
-                              const std::vector<std::vector<Datum>>& input_sets, std::string source);
+// The values precision.calibration takes: "max" (the largest |x| seen) or "pNN.NN" (that
+// percentile of |x| over every element seen: clips rare outliers, finer steps for the rest).
+std::vector<std::string> calibration_methods();
 
-// Calibration inputs for `m`: the test_data_set_* inputs next to the model file when there are
-// any (at most `max_sets`), else one set of seeded random inputs. `source` says which.
-Result<std::vector<std::vector<Datum>>> calibration_inputs(const ir::Model& m, size_t max_sets, std::string& source);
+// Runs the fp32 graph `m` (after passes) through the reference interpreter on each input set and
+// records the range of every activation input of the nodes in `nodes` by `method` (one of
+// calibration_methods()). Deterministic.
+Result<Calibration> calibrate_ranges(const ir::Model& m, const std::vector<std::string>& nodes,
+                                     const std::vector<std::vector<Datum>>& input_sets, std::string source,
+                                     const std::string& method = "max");
+
+// Calibration inputs for `m`: those of `dir` when given (its test_data_set_* or input_K.pb, see
+// io::load_data_sets), else the test_data_set_* inputs next to the model file when there are any,
+// else one set of seeded random inputs; at most `max_sets`. `source` says which.
+Result<std::vector<std::vector<Datum>>> calibration_inputs(const ir::Model& m, size_t max_sets, std::string& source,
+                                                           const std::string& dir = "");
+
+// A calibration cache on disk, shared by the builds of one tuning run (each candidate builds in
+// its own process): one file per key in `dir`. load returns nullopt when there is no file for
+// the key, or it is unreadable or from another key (it is then rebuilt); save writes atomically.
+std::optional<Calibration> load_calibration(const std::string& dir, const std::string& key);
+Status save_calibration(const std::string& dir, const std::string& key, const Calibration& c);
 
 }  // namespace tac::builder

@@ -162,6 +162,8 @@ int cmd_run(int argc, char** argv) {
       }
       opts.backend = *backend;
     }
+    opts.calibration_dir = args.get("--calibration");
+    opts.calibration_cache = args.get("--calibration-cache");
     Status bound = builder::bind_dims(g, inputs, opts);
     if (!bound) {
       std::fprintf(stderr, "tactician run: %s\n", bound.to_string().c_str());

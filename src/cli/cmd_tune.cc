@@ -24,13 +24,15 @@ int cmd_tune(int argc, char** argv) {
       "resumes from the database. --out DIR gets best.plan, best.route and summary.json.\n"
       "  --budget         wall time (90s, 10m, 1h); the tuner stops cleanly and keeps the best so far\n"
       "  --inputs DIR     input_K.pb (and output_K.pb as the reference; else the reference interpreter)\n"
+      "  --calibration DIR  int8 calibration inputs (test_data_set_*/ or input_K.pb; default: the model's\n"
+      "                   test data, else seeded random inputs); computed once per run for all candidates\n"
       "  --knobs          only knobs matching these globs, e.g. \"tactic.*,pass.fuse_*\"\n"
       "  --no-refine      keep same-signature nodes grouped (by default random/coordinate/evolution/tpe\n"
       "                   spend the second half of the budget refining the costliest groups per node)\n"
       "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
-                   "--tolerance-file", "--inputs", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
+                   "--tolerance-file", "--inputs", "--calibration", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
                    "--batch"},
                   {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
@@ -82,6 +84,7 @@ int cmd_tune(int argc, char** argv) {
     o.tolerance = *t;
   }
   o.inputs_dir = args.get("--inputs");
+  o.calibration_dir = args.get("--calibration");
   o.planted_faults = args.has("--plant-faults");  // tests only: crashing, hanging, wrong tactics
   o.db_path = args.get("--db", "tuning.db");
   o.out_dir = args.get("--out");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -53,6 +54,10 @@ Result<builder::BuildOptions> build_options_from_args(const Args& args) {
       return invalid_argument("--dim takes SYMBOL=N with N >= 0, got '" + kv + "'");
     o.dims[kv.substr(0, eq)] = n;
   }
+  o.calibration_dir = args.get("--calibration");
+  o.calibration_cache = args.get("--calibration-cache");
+  if (!o.calibration_dir.empty() && !std::filesystem::is_directory(o.calibration_dir))
+    return invalid_argument("--calibration " + o.calibration_dir + ": not a folder (give test_data_set_*/ or input_K.pb)");
   return o;
 }
 

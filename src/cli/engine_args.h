@@ -14,7 +14,8 @@
 namespace tac::cli {
 
 // Flags every engine-running command accepts.
-inline const std::set<std::string> kEngineFlags = {"--plan", "--route", "--route-file", "--threads", "--dim", "--backend"};
+inline const std::set<std::string> kEngineFlags = {"--plan",    "--route",       "--route-file",       "--threads",
+                                                    "--dim",     "--backend",     "--calibration",      "--calibration-cache"};
 // --backend cpu|cuda, or the default: cuda when this binary has the CUDA backend and a device is
 // present, else cpu. An explicit cuda on a machine or build without it is an error saying so.
 Result<kernels::Backend> backend_from_args(const Args& args);
@@ -22,7 +23,8 @@ Result<kernels::Backend> backend_from_args(const Args& args);
 // The route from --route / --route-file (both may be given: merged, conflicts are errors),
 // with --threads N added as threads=N.
 Result<builder::Route> route_from_args(const Args& args);
-// Symbolic dim bindings from --dim NAME=N, and the backend (backend_from_args).
+// Symbolic dim bindings from --dim NAME=N, the backend (backend_from_args), and the int8
+// calibration data (--calibration DIR) and cache folder (--calibration-cache DIR).
 Result<builder::BuildOptions> build_options_from_args(const Args& args);
 // An engine: loads --plan if given, else builds `model` with the route from the args.
 Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, const ir::Model* model,

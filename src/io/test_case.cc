@@ -29,6 +29,34 @@ std::vector<std::string> find_test_dirs(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// One data set: <dir>/input_K.pb and output_K.pb, typed by the model's inputs and outputs.
+Result<TestDataSet> load_data_set(const ir::Model& m, const std::string& s) {
+  const ir::Graph& g = m.graph;
+  TestDataSet ds;
+  ds.dir = s;
+  for (size_t k = 0;; ++k) {
+    std::string p = s + "/input_" + std::to_string(k) + ".pb";
+    if (!fs::exists(p)) break;
+    if (k >= g.inputs.size())
+      return invalid_argument(p + ": the model has only " + std::to_string(g.inputs.size()) + " inputs");
+    TAC_ASSIGN_OR_RETURN(Datum d, load_datum(p, g.values[static_cast<size_t>(g.inputs[k])].type));
+    ds.inputs.push_back(std::move(d));
+  }
+  for (size_t k = 0;; ++k) {
+    std::string p = s + "/output_" + std::to_string(k) + ".pb";
+    if (!fs::exists(p)) break;
+    if (k >= g.outputs.size())
+      return invalid_argument(p + ": the model has only " + std::to_string(g.outputs.size()) + " outputs");
+    TAC_ASSIGN_OR_RETURN(Datum d, load_datum(p, g.values[static_cast<size_t>(g.outputs[k])].type));
+    ds.outputs.push_back(std::move(d));
+  }
+  return ds;
+}
+
+}  // namespace
+
 Result<std::vector<TestDataSet>> load_test_data(const ir::Model& m, const std::string& dir) {
   std::vector<std::string> sets;
   std::error_code ec;
@@ -38,29 +66,24 @@ Result<std::vector<TestDataSet>> load_test_data(const ir::Model& m, const std::s
   if (ec) return io_error(dir + ": " + ec.message());
   std::sort(sets.begin(), sets.end());
   std::vector<TestDataSet> out;
-  const ir::Graph& g = m.graph;
   for (const std::string& s : sets) {
-    TestDataSet ds;
-    ds.dir = s;
-    for (size_t k = 0;; ++k) {
-      std::string p = s + "/input_" + std::to_string(k) + ".pb";
-      if (!fs::exists(p)) break;
-      if (k >= g.inputs.size())
-        return invalid_argument(p + ": the model has only " + std::to_string(g.inputs.size()) + " inputs");
-      TAC_ASSIGN_OR_RETURN(Datum d, load_datum(p, g.values[static_cast<size_t>(g.inputs[k])].type));
-      ds.inputs.push_back(std::move(d));
-    }
-    for (size_t k = 0;; ++k) {
-      std::string p = s + "/output_" + std::to_string(k) + ".pb";
-      if (!fs::exists(p)) break;
-      if (k >= g.outputs.size())
-        return invalid_argument(p + ": the model has only " + std::to_string(g.outputs.size()) + " outputs");
-      TAC_ASSIGN_OR_RETURN(Datum d, load_datum(p, g.values[static_cast<size_t>(g.outputs[k])].type));
-      ds.outputs.push_back(std::move(d));
-    }
+    TAC_ASSIGN_OR_RETURN(TestDataSet ds, load_data_set(m, s));
     out.push_back(std::move(ds));
   }
   return out;
+}
+
+Result<std::vector<TestDataSet>> load_data_sets(const ir::Model& m, const std::string& dir) {
+  TAC_ASSIGN_OR_RETURN(std::vector<TestDataSet> sets, load_test_data(m, dir));
+  if (!sets.empty()) return sets;
+  if (!fs::exists(dir + "/input_0.pb"))
+    return invalid_argument(dir + ": holds neither test_data_set_*/ folders nor input_0.pb");
+  TAC_ASSIGN_OR_RETURN(TestDataSet ds, load_data_set(m, dir));
+  if (ds.inputs.size() != m.graph.inputs.size())
+    return invalid_argument(dir + ": " + std::to_string(ds.inputs.size()) + " input_K.pb file(s) for a model of " +
+                            std::to_string(m.graph.inputs.size()) + " inputs");
+  sets.push_back(std::move(ds));
+  return sets;
 }
 
 }  // namespace tac::io

@@ -60,6 +60,8 @@ int run_evaluate_command(int argc, char** argv) {
     else if (k == "--measure") req.measure = v == "1";
     else if (k == "--plant-faults") req.planted_faults = v == "1";
     else if (k == "--profile") req.profile = v == "1";
+    else if (k == "--calibration") req.calibration_dir = v;
+    else if (k == "--calibration-cache") req.calibration_cache = v;
     else {
       std::fprintf(stderr, "tactician evaluate: unknown flag %s\n", k.c_str());
       return 2;
@@ -71,6 +73,8 @@ int run_evaluate_command(int argc, char** argv) {
   if (!route) return child_fail("build_failed", route.status().to_string());
   builder::BuildOptions opts;
   opts.planted_faults = req.planted_faults;
+  opts.calibration_dir = req.calibration_dir;
+  opts.calibration_cache = req.calibration_cache;
   for (const std::string& d : req.dims) {
     auto eq = d.find('=');
     if (eq != std::string::npos) opts.dims[d.substr(0, eq)] = std::strtoll(d.c_str() + eq + 1, nullptr, 10);
@@ -162,10 +166,13 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     args.push_back("--dim");
     args.push_back(d);
   }
-  if (!req.save_plan.empty()) {
-    args.push_back("--save-plan");
-    args.push_back(req.save_plan);
-  }
+  for (const auto& [flag, v] : {std::pair<const char*, const std::string&>{"--save-plan", req.save_plan},
+                                {"--calibration", req.calibration_dir},
+                                {"--calibration-cache", req.calibration_cache}})
+    if (!v.empty()) {
+      args.push_back(flag);
+      args.push_back(v);
+    }
   int out_pipe[2];
   if (pipe(out_pipe) != 0) {
     r.reason = std::string("pipe: ") + std::strerror(errno);

@@ -27,6 +27,8 @@ struct EvalRequest {
   bool measure = true;            // time the engine
   bool planted_faults = false;    // offer the planted-fault tactics (tests of the tuner)
   bool profile = false;           // also report each node's median in-engine time
+  std::string calibration_dir;    // int8 calibration inputs ("": the builder's default)
+  std::string calibration_cache;  // folder the candidates share their int8 ranges through
 };
 
 struct EvalResult {

@@ -186,19 +186,7 @@ Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std:
                          std::map<std::string, int64_t>& dims) {
   std::vector<Datum> inputs, expected;
   if (!opts.inputs_dir.empty()) {
-    TAC_ASSIGN_OR_RETURN(auto sets, io::load_test_data(m, opts.inputs_dir));
-    if (sets.empty()) {  // a plain folder of input_K.pb / output_K.pb
-      io::TestDataSet ds;
-      for (size_t k = 0; k < m.graph.inputs.size(); ++k) {
-        TAC_ASSIGN_OR_RETURN(Tensor t, io::load_tensor_pb(opts.inputs_dir + "/input_" + std::to_string(k) + ".pb"));
-        ds.inputs.push_back(Datum(t));
-      }
-      for (size_t k = 0; fs::exists(opts.inputs_dir + "/output_" + std::to_string(k) + ".pb"); ++k) {
-        TAC_ASSIGN_OR_RETURN(Tensor t, io::load_tensor_pb(opts.inputs_dir + "/output_" + std::to_string(k) + ".pb"));
-        ds.outputs.push_back(Datum(t));
-      }
-      sets.push_back(ds);
-    }
+    TAC_ASSIGN_OR_RETURN(auto sets, io::load_data_sets(m, opts.inputs_dir));
     inputs = sets[0].inputs;
     expected = sets[0].outputs;
   } else {
@@ -286,6 +274,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     }
   } cleanup{opts.out_dir.empty() ? work : std::string()};
   TAC_RETURN_IF_ERROR(prepare_reference(model, opts, work + "/data", dims));
+  std::error_code ec;
+  fs::remove_all(work + "/calibration", ec);  // the cache lives for one run: the data may have changed since
   builder::BuildOptions bopts;
   bopts.dims = dims;
   bopts.planted_faults = opts.planted_faults;
@@ -312,6 +302,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     rq.min_seconds = seconds;
     rq.min_runs = 10;
     rq.planted_faults = opts.planted_faults;
+    rq.calibration_dir = opts.calibration_dir;
+    rq.calibration_cache = work + "/calibration";  // int8 ranges computed once, by the first int8 candidate
     return rq;
   };
   auto with_threads = [&](builder::Route r) {
@@ -654,6 +646,8 @@ Result<Explanation> explain(const TuneOptions& opts) {
     rq.dims = dim_flags;
     rq.min_seconds = opts.careful_seconds;
     rq.check = false;
+    rq.calibration_dir = opts.calibration_dir;
+    rq.calibration_cache = work + "/calibration";
     EvalResult res = evaluate_in_child(rq, opts.limits);
     return res.status == "ok" ? res.median_ms : INFINITY;
   };

@@ -23,6 +23,7 @@ struct TuneOptions {
   double max_build_s = -1;      // summed build time of evaluated candidates; -1: no limit
   Tolerance tolerance = Tolerance::default_fp32();
   std::string inputs_dir;       // test_data_set layout (input_K.pb [+ output_K.pb]); "" = random inputs
+  std::string calibration_dir;  // int8 calibration inputs for the candidates ("": the builder's default)
   int threads = 1;
   std::string db_path = "tuning.db";
   std::string out_dir;          // best.plan, best.route, summary.json ("" = none)

@@ -77,4 +77,32 @@ expect run-not-a-plan nonzero "model.onnx: not a Tactician plan" -- "$bin" run "
 expect run-missing-plan nonzero "none.plan: cannot open the plan" -- "$bin" run "$model" --plan "$tmp/none.plan" --random-inputs
 expect run-plan-and-route nonzero "--plan runs a built plan" -- "$bin" run "$model" --plan "$tmp/r.plan" --route "pass.fuse_conv=on" --random-inputs
 
+# int8 calibration (where this CPU has int8): data given with --calibration, ranges shared
+# through --calibration-cache. Scaling the cached ranges must change the outputs (the cache is
+# read); building without the cache must reproduce the first outputs exactly (it is the same data).
+if "$bin" knobs "$model" | grep -q '^precision.calibration'; then
+  r="precision.default=int8 threads=1"
+  expect calib-not-a-folder nonzero "--calibration $tmp/nope: not a folder" -- "$bin" build "$model" --route "$r" --calibration "$tmp/nope"
+  mkdir -p "$tmp/empty"
+  expect calib-no-data nonzero "empty: holds neither test_data_set_\*/ folders nor input_0.pb" -- \
+    "$bin" build "$model" --route "$r" --calibration "$tmp/empty"
+  cal=(--calibration "$dir/test_data_set_0")
+  expect calib-given 0 "int8 calibration: 1 input set\(s\) of .*test_data_set_0" -- \
+    "$bin" build "$model" --route "$r" "${cal[@]}" --calibration-cache "$tmp/cc"
+  "$bin" run "$model" --route "$r" "${cal[@]}" --calibration-cache "$tmp/cc" --input "data_0=$input" --output-dir "$tmp/c1" > /dev/null 2>&1
+  ls "$tmp"/cc/*.calib > /dev/null 2>&1 || { echo "FAIL calib-cache: no cache file written"; fails=$((fails+1)); }
+  python3 - "$tmp"/cc/*.calib <<'PY'
+import sys
+for path in sys.argv[1:]:
+    lines = open(path).read().split("\n")
+    out = lines[:3] + [" ".join([str(float(l.split(" ", 2)[0]) * 64)] + l.split(" ", 2)[1:]) if l else l for l in lines[3:]]
+    open(path, "w").write("\n".join(out))
+PY
+  "$bin" run "$model" --route "$r" "${cal[@]}" --calibration-cache "$tmp/cc" --input "data_0=$input" --output-dir "$tmp/c2" > /dev/null 2>&1
+  "$bin" run "$model" --route "$r" "${cal[@]}" --input "data_0=$input" --output-dir "$tmp/c3" > /dev/null 2>&1
+  if cmp -s "$tmp/c1/softmaxout_1.pb" "$tmp/c2/softmaxout_1.pb"; then echo "FAIL calib-cache-read: the tampered cache did not change the outputs"; fails=$((fails+1))
+  elif ! cmp -s "$tmp/c1/softmaxout_1.pb" "$tmp/c3/softmaxout_1.pb"; then echo "FAIL calib-cache-same: without the cache the outputs differ"; fails=$((fails+1))
+  else echo "ok   calib-cache"; fi
+fi
+
 [ $fails -eq 0 ] && echo "all CLI checks passed" || { echo "$fails CLI checks failed"; exit 1; }

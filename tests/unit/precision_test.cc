@@ -18,6 +18,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
 
 #include "builder/precision.h"
 #include "builder_test_util.h"
@@ -414,6 +417,65 @@ TEST_P(PrecisionModels, Int8RewriteCalibratesAndStaysWithinTolerance) {
 
 INSTANTIATE_TEST_SUITE_P(Shared, PrecisionModels, ::testing::Values("resnet18", "bert-mini-like", "mobilenet_v2"));
 
+// ---- calibration ----
+
+// max takes the largest |x|; pNN takes the nearest-rank percentile of |x| (the smallest seen
+// value at or above which lie no more than (100 - NN)% of the values): one outlier of 100 among
+// 30000 N(0,1) values is the max, and is clipped by p99.99 (rank ceil(0.9999 * 30000) = 29997).
+TEST(PrecisionCalibration, MaxAndPercentileRanges) {
+  test::ModelBuilder mb(17);
+  mb.input("x", 1, {"1", "3", "100", "100"});
+  test::initializer_random(mb, "w", {4, 3, 3, 3}, 11, 0.3f);
+  mb.node("Conv", {"x", "w"}, {"y"}, "conv0");
+  mb.output("y", 1, {});
+  auto m = mb.load();
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  Tensor x = random_tensor(DType::float32, {1, 3, 100, 100}, 77);
+  x.data<float>()[517] = 100.0f;
+  std::vector<float> sorted(x.data<float>(), x.data<float>() + x.numel());
+  for (float& v : sorted) v = std::fabs(v);
+  std::sort(sorted.begin(), sorted.end());
+  const std::vector<std::vector<Datum>> sets = {{Datum(x)}};
+  auto max = builder::calibrate_ranges(*m, {"conv0"}, sets, "test", "max");
+  ASSERT_TRUE(max.is_ok()) << max.status().to_string();
+  ASSERT_EQ(max->ranges.count("x"), 1u);
+  EXPECT_EQ(max->ranges.at("x").absmax, 100.0f);
+  EXPECT_FALSE(max->ranges.at("x").nonnegative);
+  auto pct = builder::calibrate_ranges(*m, {"conv0"}, sets, "test", "p99.99");
+  ASSERT_TRUE(pct.is_ok()) << pct.status().to_string();
+  EXPECT_EQ(pct->ranges.at("x").absmax, sorted[29996]);
+  EXPECT_LT(pct->ranges.at("x").absmax, 6.0f);
+  EXPECT_NE(pct->source.find("99.99th percentile"), std::string::npos) << pct->source;
+  auto bad = builder::calibrate_ranges(*m, {"conv0"}, sets, "test", "p200");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("precision.calibration"), std::string::npos);
+}
+
+TEST(PrecisionCalibration, CacheFileRoundTripsExactlyAndRefusesOtherKeys) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("tac-calib-" + std::to_string(getpid()))).string();
+  builder::Calibration c;
+  c.source = "2 input set(s) of /data";
+  c.ranges["a b/c:0"] = {0.1234567f, true};
+  c.ranges["x"] = {3.0e-7f, false};
+  ASSERT_TRUE(builder::save_calibration(dir, "key|1", c).is_ok());
+  auto back = builder::load_calibration(dir, "key|1");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->source, c.source);
+  ASSERT_EQ(back->ranges.size(), 2u);
+  EXPECT_EQ(back->ranges.at("a b/c:0").absmax, 0.1234567f);  // bit-exact: the same scales as a fresh calibration
+  EXPECT_TRUE(back->ranges.at("a b/c:0").nonnegative);
+  EXPECT_EQ(back->ranges.at("x").absmax, 3.0e-7f);
+  EXPECT_FALSE(back->ranges.at("x").nonnegative);
+  EXPECT_FALSE(builder::load_calibration(dir, "key|2").has_value());
+  // A damaged file is not used (the builder calibrates again and rewrites it).
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ofstream out(e.path(), std::ios::app);
+    out << "garbage\n";
+  }
+  EXPECT_FALSE(builder::load_calibration(dir, "key|1").has_value());
+  std::filesystem::remove_all(dir);
+}
+
 // ---- knobs and route validation ----
 
 Result<ir::Model> load_zoo(const std::string& name) {
@@ -433,7 +495,7 @@ TEST(PrecisionKnobs, DeclaredPerNodeWithDefaultsAtFp32) {
   int per_node = 0;
   std::set<std::string> groups;
   for (const builder::Knob& k : space->knobs()) {
-    if (k.name.rfind("precision.", 0) != 0 || k.name == "precision.default") continue;
+    if (k.name.rfind("precision.", 0) != 0 || k.name == "precision.default" || k.name == "precision.calibration") continue;
     ++per_node;
     EXPECT_EQ(k.scope, builder::KnobScope::node);
     EXPECT_EQ(k.default_value, "default");
@@ -446,6 +508,12 @@ TEST(PrecisionKnobs, DeclaredPerNodeWithDefaultsAtFp32) {
     if (has_bf16()) {
       EXPECT_NE(std::find(tk->values.begin(), tk->values.end(), "onednn_bf16"), tk->values.end()) << k.name;
     }
+  }
+  const builder::Knob* cal = space->find("precision.calibration");
+  if (has_vnni()) {
+    ASSERT_NE(cal, nullptr);
+    EXPECT_EQ(cal->default_value, "max");
+    EXPECT_EQ(cal->values, builder::calibration_methods());
   }
   if (builder::precision_values().size() > 1) {
     EXPECT_EQ(per_node, 21);  // 20 convs + the classifier
@@ -471,6 +539,25 @@ TEST(PrecisionKnobs, RouteErrorsNameTheKnob) {
     ASSERT_FALSE(pool.is_ok());
     EXPECT_NE(pool.status().message().find("precision._maxpool_MaxPool"), std::string::npos);
   }
+}
+
+// int8 on a node whose weights this route's passes leave computed (mnist-cntk's classifier reads
+// a Reshape of its weights until fold_constants folds it) is inactive: the node stays fp32.
+TEST(PrecisionKnobs, Int8OnANodeTheRoutesPassesLeaveWithoutConstantWeightsIsInactive) {
+  if (!std::filesystem::exists(TAC_MODELS_DIR)) GTEST_SKIP() << "no model zoo";
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512-VNNI";
+  auto m = load_zoo("mnist-cntk");
+  ASSERT_TRUE(m.is_ok());
+  auto on = builder::build_plan(*m, builder::Route::parse("precision.Times212=int8").value(), {});
+  ASSERT_TRUE(on.is_ok()) << on.status().to_string();
+  EXPECT_TRUE(on->report.inactive.empty());
+  EXPECT_EQ(on->report.quantizes, 1);
+  auto off = builder::build_plan(*m, builder::Route::parse("pass.fold_constants=off precision.Times212=int8").value(), {});
+  ASSERT_TRUE(off.is_ok()) << off.status().to_string();
+  ASSERT_EQ(off->report.inactive.size(), 1u);
+  EXPECT_EQ(off->report.inactive[0].rfind("precision.Times212=int8 (", 0), 0u) << off->report.inactive[0];
+  EXPECT_EQ(off->report.quantizes, 0);
+  EXPECT_EQ(off->route, "pass.fold_constants=off");
 }
 
 // Tactic values are conditional on the node's precision: a pin that does not apply under the
