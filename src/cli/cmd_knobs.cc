@@ -1,4 +1,5 @@
 // tactician knobs MODEL.onnx [--json] [--dim S=N]
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/engine_args.h"
@@ -46,7 +47,9 @@ int cmd_knobs(int argc, char** argv) {
     std::string values;
     for (const std::string& v : k.values) {
       values += (values.empty() ? "" : "|") + v;
-      if (auto c = k.value_precisions.find(v); c != k.value_precisions.end()) {
+      // Marked in the listing: values that do not apply in fp32 (--json has every condition).
+      if (auto c = k.value_precisions.find(v);
+          c != k.value_precisions.end() && std::find(c->second.begin(), c->second.end(), "fp32") == c->second.end()) {
         std::string ps;
         for (const std::string& p : c->second) ps += (ps.empty() ? "" : ",") + p;
         values += "[" + ps + "]";
@@ -56,8 +59,9 @@ int cmd_knobs(int argc, char** argv) {
                 values.c_str());
   }
   std::printf("%zu knobs%s\n", space->knobs().size(),
-              has_conditions ? " (value[P]: applies only while its node computes in precision P; a route setting it "
-                               "otherwise is inactive and ignored)" : "");
+              has_conditions ? " (value[P]: applies only while its node computes in precision P, the node's fp32 "
+                               "tactics only in fp32; a route setting one otherwise is inactive and ignored; --json "
+                               "lists every value's precisions)" : "");
   return 0;
 }
 
