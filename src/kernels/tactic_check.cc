@@ -160,10 +160,11 @@ TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::
   }
   for (size_t k = 0; k < r.expected.size(); ++k) {
     const Tensor& e = r.expected[k];
-    Tensor o = Tensor::create(e.dtype(), {ir::physical_numel(e.shape(), step.out_layout(k))}).value();
+    const ir::Layout l = step.out_layout(k);
+    Tensor o = Tensor::create(e.dtype(), l == ir::Layout::nchw ? e.shape() : Shape{ir::physical_numel(e.shape(), l)}).value();
     // Poison the output so a kernel that skips elements cannot pass by luck.
     std::memset(o.raw(), 0x7f, o.bytes());
-    out_views.push_back(TensorView{o.raw(), o.dtype(), o.shape()});
+    out_views.push_back(TensorView{o.raw(), o.dtype(), e.shape()});
     r.outputs.push_back(o);
   }
   std::vector<std::byte> ws((*kernel)->workspace_bytes() + 64);
