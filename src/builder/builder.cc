@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "backends/cuda/device.h"
+#include "builder/layout.h"
 #include "builder/memory_planner.h"
 #include "builder/passes/pass.h"
 #include "builder/precision.h"
@@ -45,7 +46,7 @@ Shape shape_of(const ir::ValueType& t) {
 }
 
 // ---- the global knobs ----
-void add_global_knobs(KnobSpace& space) {
+void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   std::vector<std::string> threads;
   for (int i = 1; i <= hardware_threads(); ++i) threads.push_back(std::to_string(i));
   space.add({"threads", threads, std::to_string(hardware_threads()), "intra-op threads (OpenMP)", KnobScope::global});
@@ -74,8 +75,11 @@ void add_global_knobs(KnobSpace& space) {
                "the activation range int8 scales cover: the largest |x| over the calibration inputs (max), or a "
                "percentile of |x| (clips rare outliers for finer steps); the tolerance decides",
                KnobScope::global});
-  space.add({"layout.default", {"nchw"}, "nchw",
-             "activation layout between layers (NHWC and blocked layouts to come; tactics may reorder inside)",
+  // The layout tactics are CPU tactics: CUDA plans stay nchw.
+  space.add({"layout.default", backend == kernels::Backend::cpu ? layout_values() : std::vector<std::string>{"nchw"}, "nchw",
+             std::string("activation layout of the convolutions (see layout.<node>) and the pooling, Concat and "
+                         "elementwise ops between them; blocked = ") +
+                 ir::layout_name(blocked_layout()) + " here; Reformat steps convert where a consumer needs another",
              KnobScope::global});
   for (const Pass& p : pass_pipeline())
     space.add({std::string("pass.") + p.name, {"on", "off"}, p.default_on ? "on" : "off", p.help, KnobScope::global});
@@ -274,6 +278,16 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
     report->calibration = calib ? calib->source : "";
   }
   TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
+  // Layouts last: they follow the nodes and dtypes the fusions and precision leave (a bf16 or
+  // int8 node and its casts stay nchw).
+  LayoutReport lr;
+  TAC_RETURN_IF_ERROR(apply_layouts(m, route, static_cast<int>(route.get_int("threads")), &lr));
+  for (std::string& line : lr.log) ctx.log.push_back(std::move(line));
+  if (report) {
+    report->reformats = lr.reformats;
+    report->layouts = std::move(lr.nodes);
+  }
+  TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
   if (log) *log = std::move(ctx.log);
   return m;
 }
@@ -294,35 +308,6 @@ std::vector<int> implicit_inputs(const ir::Graph& g, const ir::Node& n) {
   return out;
 }
 
-kernels::StepDesc step_desc(const ir::Graph& g, const ir::Node& n, const std::vector<int>& inputs, int threads) {
-  kernels::StepDesc s;
-  s.node = &n;
-  s.threads = threads;
-  for (int v : inputs) {
-    if (v == ir::kNoValue) {
-      s.in_dtypes.push_back(DType::undefined);
-      s.in_shapes.emplace_back();
-      s.constants.push_back(nullptr);
-      continue;
-    }
-    const ir::Value& val = g.values[static_cast<size_t>(v)];
-    s.in_dtypes.push_back(val.type.dtype);
-    s.in_shapes.push_back(shape_of(val.type));
-    s.constants.push_back(val.initializer ? &*val.initializer : nullptr);
-  }
-  for (int v : n.outputs) {
-    if (v == ir::kNoValue) {
-      s.out_dtypes.push_back(DType::undefined);
-      s.out_shapes.emplace_back();
-      continue;
-    }
-    const ir::Value& val = g.values[static_cast<size_t>(v)];
-    s.out_dtypes.push_back(val.type.dtype);
-    s.out_shapes.push_back(shape_of(val.type));
-  }
-  return s;
-}
-
 struct Ranked {
   std::vector<std::pair<const kernels::Tactic*, double>> candidates;  // applicable, by cost
   std::vector<std::string> not_applicable;
@@ -330,8 +315,9 @@ struct Ranked {
 
 Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults, kernels::Backend backend = kernels::Backend::cpu) {
   Ranked r;
+  const bool plain = s.plain();
   for (const kernels::Tactic* t : kernels::tactics_for(s.node->op, backend, planted_faults)) {
-    Status st = t->applies(s);
+    Status st = plain || t->layouts ? t->applies(s) : kernels::not_applicable("reads and writes nchw only");
     if (st.is_ok()) r.candidates.emplace_back(t, t->cost(s));
     else r.not_applicable.push_back(std::string(t->name) + ": " + st.message());
   }
@@ -353,7 +339,9 @@ double time_isolated_impl(const kernels::Tactic& t, const kernels::StepDesc& s) 
       iv.push_back({});
       continue;
     }
-    ins.push_back(s.constants[i] ? *s.constants[i] : kernels::random_tensor(s.in_dtypes[i], s.in_shapes[i], 7 + i));
+    // Activations in their buffer's layout (blocked: padded channels zero, as tactics expect).
+    ins.push_back(s.constants[i] ? *s.constants[i]
+                                 : ir::to_layout(kernels::random_tensor(s.in_dtypes[i], s.in_shapes[i], 7 + i), s.in_layout(i)));
     iv.push_back({ins.back().empty() ? nullptr : const_cast<void*>(ins.back().raw()), s.in_dtypes[i], s.in_shapes[i]});
   }
   for (size_t i = 0; i < s.out_dtypes.size(); ++i) {
@@ -361,7 +349,7 @@ double time_isolated_impl(const kernels::Tactic& t, const kernels::StepDesc& s) 
       ov.push_back({});
       continue;
     }
-    auto o = Tensor::create(s.out_dtypes[i], s.out_shapes[i]);
+    auto o = Tensor::create(s.out_dtypes[i], {ir::physical_numel(s.out_shapes[i], s.out_layout(i))});
     if (!o) return INFINITY;
     outs.push_back(*o);
     ov.push_back({outs.back().raw(), s.out_dtypes[i], s.out_shapes[i]});
@@ -409,6 +397,9 @@ ConcatAliases concat_aliases(const Plan& plan, const std::vector<int>& first) {
     int64_t axis = a && a->type == ir::Attribute::Type::i ? a->i : 0;
     if (axis < 0) axis += static_cast<int64_t>(po.shape.size());
     if (axis < 0 || axis >= static_cast<int64_t>(po.shape.size()) || ca.into[static_cast<size_t>(out)] >= 0) continue;
+    // nhwc interleaves the inputs' channels per pixel: no input is one slice of the output.
+    // (Blocked with every C a multiple of the block is image-major: slices, as in nchw.)
+    if (po.layout == ir::Layout::nhwc) continue;
     bool ok = true;
     for (int64_t d = 0; d < axis; ++d) ok = ok && po.shape[static_cast<size_t>(d)] == 1;
     int64_t offset = 0;
@@ -479,6 +470,39 @@ std::string node_signature(const ir::Graph& g, const ir::Node& n) {
 
 }  // namespace
 
+kernels::StepDesc step_desc(const ir::Graph& g, const ir::Node& n, const std::vector<int>& inputs, int threads) {
+  kernels::StepDesc s;
+  s.node = &n;
+  s.threads = threads;
+  for (int v : inputs) {
+    if (v == ir::kNoValue) {
+      s.in_dtypes.push_back(DType::undefined);
+      s.in_shapes.emplace_back();
+      s.constants.push_back(nullptr);
+      s.in_layouts.push_back(ir::Layout::nchw);
+      continue;
+    }
+    const ir::Value& val = g.values[static_cast<size_t>(v)];
+    s.in_dtypes.push_back(val.type.dtype);
+    s.in_shapes.push_back(shape_of(val.type));
+    s.constants.push_back(val.initializer ? &*val.initializer : nullptr);
+    s.in_layouts.push_back(val.layout);
+  }
+  for (int v : n.outputs) {
+    if (v == ir::kNoValue) {
+      s.out_dtypes.push_back(DType::undefined);
+      s.out_shapes.emplace_back();
+      s.out_layouts.push_back(ir::Layout::nchw);
+      continue;
+    }
+    const ir::Value& val = g.values[static_cast<size_t>(v)];
+    s.out_dtypes.push_back(val.type.dtype);
+    s.out_shapes.push_back(shape_of(val.type));
+    s.out_layouts.push_back(val.layout);
+  }
+  return s;
+}
+
 Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, BuildOptions& opts) {
   for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); ++i) {
     const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
@@ -544,7 +568,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   if (opts.backend == kernels::Backend::cuda && !cuda::compiled())
     return unsupported("the CUDA backend: this tactician was built without it (TAC_CUDA=OFF)");
   KnobSpace space;
-  add_global_knobs(space);
+  add_global_knobs(space, opts.backend);
   // Per-node tactic knobs over the graph with the default passes and with every fusion off, so
   // that a route turning a fusion off can still pin tactics of the nodes it keeps.
   std::map<std::string, std::vector<std::string>> values;
@@ -553,8 +577,8 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   // Per node and tactic, the precisions under which it applied (variants 0, 1: fp32).
   std::map<std::string, std::map<std::string, std::vector<std::string>>> precisions_of;
   std::vector<std::string> order;
-  // Precision knobs: the candidates of the default graph (see precision.h).
-  std::vector<Knob> precision_knobs;
+  // Precision and layout knobs: the candidates of the default graph (see precision.h, layout.h).
+  std::vector<Knob> precision_knobs, layout_knobs;
   // Variants 2, 3: every candidate in bf16 / int8, so that routes can pin the lower-precision
   // tactics of the nodes variants 0 and 1 name (the casts they add get no knobs of their own).
   const std::vector<std::string> lowp = precision_values();
@@ -581,6 +605,15 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
         precision_knobs.push_back({"precision." + n.name, vals, "default",
                                    n.op_type + ": the precision this node computes in (default: precision.default)",
                                    KnobScope::node, "precision:" + node_signature(g->graph, n)});
+      }
+    if (variant == 0 && opts.backend == kernels::Backend::cpu)
+      for (const ir::Node& n : g->graph.nodes) {
+        if (!layout_candidate(g->graph, n)) continue;
+        std::vector<std::string> vals = {"default"};
+        for (const std::string& l : layout_values()) vals.push_back(l);
+        layout_knobs.push_back({"layout." + n.name, vals, "default",
+                                n.op_type + ": the activation layout this node runs in (default: layout.default)",
+                                KnobScope::node, "layout:" + node_signature(g->graph, n)});
       }
     for (const ir::Node& n : g->graph.nodes) {
       if (variant >= 2 && !values.count(n.name)) continue;
@@ -614,6 +647,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   std::map<std::string, size_t> precision_count;  // per node: "default" and each precision it can take
   for (const Knob& k : precision_knobs) precision_count[k.name.substr(std::strlen("precision."))] = k.values.size();
   for (Knob& k : precision_knobs) space.add(std::move(k));
+  for (Knob& k : layout_knobs) space.add(std::move(k));
   for (const std::string& name : order) {
     Knob k{"tactic." + name, values[name], "auto",
            ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node,
@@ -726,7 +760,8 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     PlanValue& pv = plan.values[v];
     pv.dtype = val.type.dtype;
     pv.shape = shape_of(val.type);
-    pv.bytes = static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, shape_numel(pv.shape));
+    pv.layout = val.layout;
+    pv.bytes = static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, ir::physical_numel(pv.shape, pv.layout));
     // A constant no step reads (a Gemm bias or BatchNorm parameters a pass replaced) is not
     // part of the plan: the plan file's graph export drops it, and it is not a weight.
     if (val.initializer) pv.kind = last[v] >= 0 ? PlanValue::Kind::constant : PlanValue::Kind::unused;

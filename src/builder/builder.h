@@ -38,6 +38,9 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts);
 // (naming the knob), unsupported for what cannot be built, with the node named.
 Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& opts);
 
+// What a tactic is told about node `n` of `g` reading `inputs` (its inputs, then outer-scope
+// reads): dtypes, shapes, constants and the layout tags of the values.
+kernels::StepDesc step_desc(const ir::Graph& g, const ir::Node& n, const std::vector<int>& inputs, int threads);
 // The build-time description of step `i` of a plan (what its tactic was prepared with).
 kernels::StepDesc step_desc_of(const Plan& plan, size_t i);
 // Times one tactic alone on a step (random inputs, real constants, warm): median ns, or +inf

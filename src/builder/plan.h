@@ -16,7 +16,8 @@ struct PlanValue {
   DType dtype = DType::undefined;
   Shape shape;
   int64_t offset = 0;  // arena byte offset (Kind::arena)
-  int64_t bytes = 0;
+  int64_t bytes = 0;   // of the buffer: blocked layouts hold padded channels
+  ir::Layout layout = ir::Layout::nchw;
 };
 
 struct PlanStep {
@@ -40,7 +41,8 @@ struct TacticRanking {
 struct BuildReport {
   std::vector<std::string> pass_log;
   std::vector<TacticRanking> rankings;
-  int reformats = 0;  // layout conversions inserted (none yet: every tactic reads/writes NCHW/plain)
+  int reformats = 0;  // Reformat steps the layout rewrite inserted
+  std::vector<std::string> layouts;  // "node: layout" for each node the layout rewrite moved off nchw
   int casts = 0;      // Cast steps (fp32 <-> bf16) the precision rewrite left after its cleanup
   int quantizes = 0;  // QuantizeLinear steps (fp32 -> int8) it inserted
   std::string calibration;  // where int8 scales came from ("" when no node is int8)

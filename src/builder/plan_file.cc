@@ -78,6 +78,7 @@ Status save_plan(const Plan& plan, const std::string& path) {
     if (v.kind == PlanValue::Kind::unused) continue;
     w.str(g.values[i].name);
     w.pod<uint8_t>(static_cast<uint8_t>(v.kind));
+    w.pod<uint8_t>(static_cast<uint8_t>(v.layout));
     w.pod<int64_t>(v.offset);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(plan.steps.size()));
@@ -157,13 +158,21 @@ Result<Plan> load_plan(const std::string& path) {
   if (!r.pod(n_values)) return bad();
   for (uint32_t i = 0; i < n_values; ++i) {
     std::string name;
-    uint8_t kind;
+    uint8_t kind, layout;
     int64_t offset;
-    if (!r.str(name) || !r.pod(kind) || !r.pod(offset) || kind > 3) return bad();
+    if (!r.str(name) || !r.pod(kind) || !r.pod(layout) || !r.pod(offset) || kind > 3 || layout > ir::kMaxLayout)
+      return bad();
     int v = g.find_value(name);
     if (v == ir::kNoValue) return invalid_argument(path + ": plan names a value '" + name + "' its graph lacks");
-    plan.values[static_cast<size_t>(v)].kind = static_cast<PlanValue::Kind>(kind);
-    plan.values[static_cast<size_t>(v)].offset = offset;
+    PlanValue& pv = plan.values[static_cast<size_t>(v)];
+    pv.kind = static_cast<PlanValue::Kind>(kind);
+    pv.offset = offset;
+    pv.layout = static_cast<ir::Layout>(layout);
+    if (pv.layout != ir::Layout::nchw && pv.shape.size() != 4)
+      return invalid_argument(path + ": value '" + name + "' has layout " + ir::layout_name(pv.layout) + " but rank " +
+                              std::to_string(pv.shape.size()));
+    g.values[static_cast<size_t>(v)].layout = pv.layout;  // step_desc_of reads the graph's tags
+    pv.bytes = static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, ir::physical_numel(pv.shape, pv.layout));
     if (kind == static_cast<uint8_t>(PlanValue::Kind::arena) &&
         (offset < 0 || offset + plan.values[static_cast<size_t>(v)].bytes > plan.arena_bytes))
       return invalid_argument(path + ": value '" + name + "' lies outside the arena");

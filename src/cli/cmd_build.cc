@@ -27,6 +27,10 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
   std::printf("passes:\n");
   for (const std::string& s : plan.report.pass_log) std::printf("  %s\n", s.c_str());
   std::printf("reformats inserted: %d\n", plan.report.reformats);
+  if (!plan.report.layouts.empty()) {
+    std::printf("layouts (nodes off nchw: %zu):\n", plan.report.layouts.size());
+    for (const std::string& l : plan.report.layouts) std::printf("  %s\n", l.c_str());
+  }
   std::printf("casts inserted: %d (fp32<->bf16), quantizes: %d (fp32->int8)\n", plan.report.casts, plan.report.quantizes);
   for (const std::string& s : plan.report.inactive) std::printf("inactive route setting: %s\n", s.c_str());
   if (!plan.report.calibration.empty()) std::printf("int8 calibration: %s\n", plan.report.calibration.c_str());

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/layout.h"
 #include "tactician/status.h"
 #include "tactician/tensor.h"
 
@@ -97,6 +98,8 @@ struct Value {
   bool is_input = false;
   bool is_outer = false;  // defined in an enclosing graph (subgraphs of If/Loop/Scan)
   std::optional<Tensor> initializer;  // constant data (initializers)
+  // How the buffer holds the (logical, NCHW) shape; set by the builder's layout rewrite only.
+  Layout layout = Layout::nchw;
 };
 
 class Graph {

@@ -291,7 +291,7 @@ void infer_node(Graph& g, const Node& n) {
       r.set(0, t);
       return;
     }
-    case OpKind::FusedElementwise:
+    case OpKind::FusedElementwise: case OpKind::Reformat:
       if (x) r.set(0, *x);
       return;
     case OpKind::FusedAttention: {

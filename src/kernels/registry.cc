@@ -33,13 +33,21 @@ std::vector<const Tactic*> tactics_for(ir::OpKind op, bool planted_faults) {
   std::vector<const Tactic*> out;
   // Explicit list of the family tables; the reference fallback goes last.
   for (std::span<const Tactic> table : {gemm_tactics(), conv_tactics(), elementwise_tactics(), attention_tactics(),
-                                         chain_tactics(), precision_tactics(), reference_tactics()})
+                                         chain_tactics(), precision_tactics(), layout_tactics(), reference_tactics()})
     for (const Tactic& t : table)
       if (t.op == op) out.push_back(&t);
   if (planted_faults)
     for (const Tactic& t : planted_fault_tactics())
       if (t.op == op) out.push_back(&t);
   return out;
+}
+
+bool StepDesc::plain() const {
+  for (ir::Layout l : in_layouts)
+    if (l != ir::Layout::nchw) return false;
+  for (ir::Layout l : out_layouts)
+    if (l != ir::Layout::nchw) return false;
+  return true;
 }
 
 const Tactic* find_tactic(ir::OpKind op, const std::string& name) { return find_tactic(op, name, Backend::cpu); }

@@ -37,8 +37,14 @@ struct StepDesc {
   // have DType::undefined.
   std::vector<const Tensor*> constants;
   int threads = 1;  // intra-op threads the engine runs with
+  // Per input / output: the layout of its buffer (empty or short: nchw). Shapes stay logical;
+  // only tactics with Tactic::layouts set are offered steps with a non-nchw layout.
+  std::vector<ir::Layout> in_layouts, out_layouts;
 
   bool has_input(size_t i) const { return i < in_dtypes.size() && in_dtypes[i] != DType::undefined; }
+  ir::Layout in_layout(size_t i) const { return i < in_layouts.size() ? in_layouts[i] : ir::Layout::nchw; }
+  ir::Layout out_layout(size_t i) const { return i < out_layouts.size() ? out_layouts[i] : ir::Layout::nchw; }
+  bool plain() const;  // every input and output nchw
 };
 
 // A prepared tactic for one step. `run` must not allocate in the common case (scratch comes from
@@ -67,6 +73,9 @@ struct Tactic {
   double (*cost)(const StepDesc& step);  // estimated nanoseconds; the default ranking sorts by it
   Result<std::unique_ptr<Kernel>> (*prepare)(const StepDesc& step);
   Backend backend = Backend::cpu;  // last, so that CPU tables need not spell it
+  // Reads and writes the layouts of StepDesc::in_layouts / out_layouts (its `applies` checks
+  // which); every other tactic only ever sees plain (nchw) steps.
+  bool layouts = false;
 };
 
 // Every CPU tactic for `op` (the reference fallback included, always last). With
@@ -99,6 +108,7 @@ std::span<const Tactic> elementwise_tactics();
 std::span<const Tactic> attention_tactics();
 std::span<const Tactic> chain_tactics();  // FusedElementwise
 std::span<const Tactic> precision_tactics();  // Cast fp32<->bf16, QuantizeLinear (precision rewrite)
+std::span<const Tactic> layout_tactics();  // Reformat, and pooling / elementwise / Concat in nhwc and blocked layouts
 std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
 // CUDA tables (empty spans in a build without CUDA): src/kernels/<family>/cuda_*.cc.
 std::span<const Tactic> cuda_gemm_tactics();         // cuBLASLt

@@ -90,7 +90,8 @@ Status run_on_device(Kernel& kernel, const std::vector<Tensor>& inputs, TacticCh
 }  // namespace
 
 TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::vector<Tensor>& inputs,
-                         const std::vector<bool>& const_mask, int threads) {
+                         const std::vector<bool>& const_mask, int threads, const std::vector<ir::Layout>& in_layouts,
+                         ir::Layout out_layout) {
   TacticCheck r;
   // Reference first: it defines the output shapes.
   std::vector<Datum> data(inputs.size());
@@ -130,6 +131,15 @@ TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::
     step.out_dtypes.push_back(d.tensor.dtype());
     step.out_shapes.push_back(d.tensor.shape());
   }
+  // Layouts: constants stay plain.
+  for (size_t i = 0; i < inputs.size(); ++i)
+    step.in_layouts.push_back(i < in_layouts.size() && !step.constants[i] ? in_layouts[i] : ir::Layout::nchw);
+  step.out_layouts.assign(step.out_dtypes.size(), ir::Layout::nchw);
+  if (!step.out_layouts.empty()) step.out_layouts[0] = out_layout;
+  if (!step.plain() && !tactic.layouts) {
+    r.status = not_applicable("reads and writes nchw only");
+    return r;
+  }
   r.status = tactic.applies(step);
   if (!r.status) return r;
   auto kernel = tactic.prepare(step);
@@ -142,19 +152,39 @@ TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::
     if (!r.status) return r;
   } else {
   std::vector<TensorView> in_views, out_views;
-  for (const Tensor& t : inputs)
-    in_views.push_back(TensorView{t.empty() ? nullptr : const_cast<void*>(t.raw()), t.dtype(), t.shape()});
-  for (const Tensor& e : r.expected) {
-    Tensor o = Tensor::create(e.dtype(), e.shape()).value();
+  std::vector<Tensor> physical;  // inputs in their layouts
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    physical.push_back(t.empty() ? t : ir::to_layout(t, step.in_layout(i)));
+    in_views.push_back(TensorView{t.empty() ? nullptr : const_cast<void*>(physical.back().raw()), t.dtype(), t.shape()});
+  }
+  for (size_t k = 0; k < r.expected.size(); ++k) {
+    const Tensor& e = r.expected[k];
+    const ir::Layout l = step.out_layout(k);
+    Tensor o = Tensor::create(e.dtype(), l == ir::Layout::nchw ? e.shape() : Shape{ir::physical_numel(e.shape(), l)}).value();
     // Poison the output so a kernel that skips elements cannot pass by luck.
     std::memset(o.raw(), 0x7f, o.bytes());
-    out_views.push_back(TensorView{o.raw(), o.dtype(), o.shape()});
+    out_views.push_back(TensorView{o.raw(), o.dtype(), e.shape()});
     r.outputs.push_back(o);
   }
   std::vector<std::byte> ws((*kernel)->workspace_bytes() + 64);
   void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t{63});
   r.status = (*kernel)->run(in_views, out_views, aligned);
   if (!r.status) return r;
+  for (size_t k = 0; k < r.outputs.size(); ++k) {
+    const ir::Layout l = step.out_layout(k);
+    if (l == ir::Layout::nchw) continue;
+    const Shape& s = r.expected[k].shape();
+    Tensor plain = ir::from_layout(r.outputs[k], s, l);
+    // Padded channels: every buffer element no logical element maps to must be zero.
+    Tensor back = ir::to_layout(plain, l);
+    for (int64_t i = 0; i < back.numel(); ++i)
+      if (back.data<float>()[i] != r.outputs[k].data<float>()[i]) {
+        r.status = internal_error(std::string("padding of the ") + ir::layout_name(l) + " output is not zero");
+        return r;
+      }
+    r.outputs[k] = plain;
+  }
   }
   for (size_t k = 0; k < r.expected.size(); ++k)
     for (int64_t i = 0; i < r.expected[k].numel(); ++i) {

@@ -20,8 +20,12 @@ struct TacticCheck {
 // Runs `tactic` on `node` with `inputs` (inputs[i] is used as a constant, i.e. visible to
 // prepare(), when const_mask[i] is true) and the reference kernel on the same inputs; shapes of
 // the outputs come from the reference run.
+// `in_layouts` / `out_layout` (CPU tactics): the tactic reads the non-constant inputs and writes
+// output 0 in these layouts (ir/layout.h); the harness converts with the plain loops of
+// ir::to_layout / from_layout, and a blocked output whose padded channels are not zero fails.
 TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::vector<Tensor>& inputs,
-                         const std::vector<bool>& const_mask, int threads = 1);
+                         const std::vector<bool>& const_mask, int threads = 1,
+                         const std::vector<ir::Layout>& in_layouts = {}, ir::Layout out_layout = ir::Layout::nchw);
 
 // A node for tests: op type, inputs named in0.., outputs out0.., opset 17 unless given.
 ir::Node make_node(const std::string& op_type, size_t n_inputs, size_t n_outputs, int opset = 17);

@@ -194,9 +194,14 @@ void fused_elementwise_kernel(KernelContext& ctx) {
   }
 }
 
+// Reformat changes only how a buffer holds the value (ir/layout.h); on logical tensors it is the
+// identity.
+void reformat_kernel(KernelContext& c) { c.set_output(0, c.input(0)); }
+
 }  // namespace
 
 void add_fused_kernels(KernelTable& t) {
+  t.add(OpKind::Reformat, reformat_kernel);
   t.add(OpKind::FusedElementwise, fused_elementwise_kernel);
   t.add(OpKind::FusedAttention, fused_attention_kernel);
   t.add(OpKind::FusedConv, fused_conv_kernel);

@@ -48,6 +48,7 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
       views.in.push_back(view_of(v));
       desc.in_dtypes.push_back(v == ir::kNoValue ? DType::undefined : p.values[static_cast<size_t>(v)].dtype);
       desc.in_shapes.push_back(v == ir::kNoValue ? Shape{} : p.values[static_cast<size_t>(v)].shape);
+      desc.in_layouts.push_back(v == ir::kNoValue ? ir::Layout::nchw : p.values[static_cast<size_t>(v)].layout);
       desc.constants.push_back(v != ir::kNoValue && g.values[static_cast<size_t>(v)].initializer
                                    ? &*g.values[static_cast<size_t>(v)].initializer
                                    : nullptr);
@@ -58,6 +59,7 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
       views.out.push_back(view_of(v));
       desc.out_dtypes.push_back(v == ir::kNoValue ? DType::undefined : p.values[static_cast<size_t>(v)].dtype);
       desc.out_shapes.push_back(v == ir::kNoValue ? Shape{} : p.values[static_cast<size_t>(v)].shape);
+      desc.out_layouts.push_back(v == ir::kNoValue ? ir::Layout::nchw : p.values[static_cast<size_t>(v)].layout);
     }
     auto k = st.tactic->prepare(desc);
     if (!k) return k.status().with_context(n.label() + " (tactic " + st.tactic->name + "): ");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "builder/plan_file.h"
@@ -103,7 +104,8 @@ class PlanFileTest : public ::testing::Test {
 
 TEST_F(PlanFileTest, RoundTripGivesBitwiseIdenticalOutputs) {
   for (const char* route : {"", "pass.fuse_conv=off memory.planner=no_reuse", "memory.inplace=off threads=1",
-                            "pass.fuse_matmul=off builder.prune=1"}) {
+                            "pass.fuse_matmul=off builder.prune=1", "layout.default=blocked",
+                            "layout.default=nhwc memory.planner=greedy_by_order"}) {
     SCOPED_TRACE(route);
     auto e = build_and_save(route, "a.plan");
     ASSERT_TRUE(e);
@@ -116,6 +118,17 @@ TEST_F(PlanFileTest, RoundTripGivesBitwiseIdenticalOutputs) {
     EXPECT_EQ(loaded->threads, p0.threads);
     EXPECT_EQ(loaded->arena_bytes, p0.arena_bytes);
     EXPECT_EQ(loaded->report.pass_log, p0.report.pass_log);
+    // Layout tags and the buffer sizes they imply travel with the plan.
+    auto layouts = [](const builder::Plan& p) {
+      std::multiset<std::pair<int, int64_t>> s;
+      for (const builder::PlanValue& v : p.values)
+        if (v.kind != builder::PlanValue::Kind::unused) s.insert({static_cast<int>(v.layout), v.bytes});
+      return s;
+    };
+    EXPECT_EQ(layouts(*loaded), layouts(p0));
+    if (std::string(route).find("layout") != std::string::npos) {
+      EXPECT_GT(p0.report.reformats, 0);
+    }
     ASSERT_EQ(loaded->steps.size(), p0.steps.size());
     for (size_t i = 0; i < p0.steps.size(); ++i) {
       EXPECT_EQ(loaded->steps[i].tactic, p0.steps[i].tactic) << "step " << i;

@@ -1,7 +1,7 @@
 // Property: random valid routes on the shared models build and pass check.
 // For each model of TAC_MODELS_DIR, routes are drawn from its knob space (seeded): random values
 // for random subsets of the global knobs (passes, memory planner, in-place, pruning, threads,
-// selection) and per-node tactic pins. Each route is built, run on test_data_set_0 and compared
+// selection, layout.default) and per-node pins (tactic.*, precision.*, layout.*). Each route is built, run on test_data_set_0 and compared
 // with the stored expected outputs (MODELS.md: rtol 1e-3, atol 1e-4 scaled by max|expected|
 // where that is above 1).
 //
@@ -188,8 +188,11 @@ TEST(BuilderRoutesProperty, RandomValidRoutesOnSharedModelsBuildAndPassCheck) {
     ++models;
     int model_refused = 0, model_unfolded = 0, model_built = 0;
     for (int i = 0; i < mc.routes; ++i) {
-      // The first route of each model is the default one.
-      const builder::Route route = i == 0 ? builder::Route{} : random_route(*space, mc, rng);
+      // The first route of each model is the default one; each drawn route gets a layout too
+      // (so every model meets the layout rewrite, over the other knobs' random values).
+      builder::Route route = i == 0 ? builder::Route{} : random_route(*space, mc, rng);
+      if (i > 0 && !route.values.count("layout.default"))
+        route.values["layout.default"] = i % 2 ? "blocked" : "nhwc";
       const std::string replay = "tactician build " + dir + "/model.onnx" + dims_flags(opts) + " --route \"" +
                                  route.to_string() + "\"";
       Outcome out = check_route(*model, route, opts, set, replay);

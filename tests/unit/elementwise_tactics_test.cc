@@ -110,7 +110,7 @@ TEST(ElementwiseTactics, UnaryMathOnWideRanges) {
   for (const Shape& s : kUnaryShapes) expect_both(gt, {wide(s, 9)}, {false}, Bound{1e-5, 1e-15});
   ir::Node bad = make_node("Gelu", 1, 1, 20);
   set_attr(bad, "approximate", std::string("fast"));
-  EXPECT_FALSE(find_tactic(ir::OpKind::Gelu, "avx2")->applies(StepDesc{&bad, {DType::float32}, {DType::float32}, {{4}}, {{4}}, {nullptr}, 1}));
+  EXPECT_FALSE(find_tactic(ir::OpKind::Gelu, "avx2")->applies(StepDesc{&bad, {DType::float32}, {DType::float32}, {{4}}, {{4}}, {nullptr}, 1, {}, {}}));
 }
 
 TEST(ElementwiseTactics, ActivationsWithAttributes) {

@@ -3,6 +3,9 @@
 // workspace and dst back to NCHW on every run (the residual too, for the sum post-op); weights
 // are reordered once at prepare(). "onednn_nchw" forces plain nchw/oihw, so no reorders: the
 // pair shows the tuner what the reorders cost. Epilogue: sum post-op (residual) + eltwise.
+// In the layout rewrite's regions (ir/layout.h), "onednn" reads src and writes dst (and reads
+// the residual) in the step's layouts, nhwc or nChw16c/nChw8c, with no reorder: src may also
+// stay nchw (a first layer of few channels, which oneDNN's blocked kernels read directly).
 #include <cstring>
 #include <dnnl.hpp>
 
@@ -22,20 +25,33 @@ dnnl::engine& cpu_engine() {
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
+tag dnnl_tag(ir::Layout l) {
+  switch (l) {
+    case ir::Layout::nhwc: return tag::nhwc;
+    case ir::Layout::nchw16c: return tag::nChw16c;
+    case ir::Layout::nchw8c: return tag::nChw8c;
+    case ir::Layout::nchw: break;
+  }
+  return tag::nchw;
+}
+
 class OnednnKernel final : public Kernel {
  public:
-  OnednnKernel(const ConvGeom& g, const Tensor& w, bool plain) : g_(g), stream_(cpu_engine()) {
+  OnednnKernel(const ConvGeom& g, const Tensor& w, bool plain, ir::Layout src_layout, ir::Layout dst_layout)
+      : g_(g), stream_(cpu_engine()) {
     ScopedOmpThreads scope(g.threads);
     auto& eng = cpu_engine();
     const dnnl::memory::dims src_d{g.N, g.C, g.H, g.W}, dst_d{g.N, g.M, g.OH, g.OW};
     const dnnl::memory::dims w_d = g.G > 1 ? dnnl::memory::dims{g.G, g.Mg(), g.Cg(), g.KH, g.KW}
                                            : dnnl::memory::dims{g.M, g.C, g.KH, g.KW};
     const tag w_tag = g.G > 1 ? tag::goihw : tag::oihw;
-    user_src_md_ = dnnl::memory::desc(src_d, dt::f32, tag::nchw);
-    user_dst_md_ = dnnl::memory::desc(dst_d, dt::f32, tag::nchw);
+    const tag src_tag = dnnl_tag(src_layout), dst_tag = dnnl_tag(dst_layout);
+    user_src_md_ = dnnl::memory::desc(src_d, dt::f32, src_tag);
+    user_dst_md_ = dnnl::memory::desc(dst_d, dt::f32, dst_tag);
     const dnnl::memory::desc user_w_md(w_d, dt::f32, w_tag);
-    const dnnl::memory::desc src_md(src_d, dt::f32, plain ? tag::nchw : tag::any);
-    const dnnl::memory::desc dst_md(dst_d, dt::f32, plain ? tag::nchw : tag::any);
+    // nchw: oneDNN's choice (reordered here) unless `plain`; other layouts: exactly that one.
+    const dnnl::memory::desc src_md(src_d, dt::f32, plain ? tag::nchw : src_layout != ir::Layout::nchw ? src_tag : tag::any);
+    const dnnl::memory::desc dst_md(dst_d, dt::f32, plain ? tag::nchw : dst_layout != ir::Layout::nchw ? dst_tag : tag::any);
     const dnnl::memory::desc w_md(w_d, dt::f32, plain ? w_tag : tag::any);
     const dnnl::memory::desc b_md({g.M}, dt::f32, tag::x);
     dnnl::post_ops po;
@@ -108,7 +124,7 @@ class OnednnKernel final : public Kernel {
           user_res_.set_data_handle(in[3].data);
           res_reorder_.execute(stream_, user_res_, dst_mem_);
         } else {
-          std::memcpy(out[0].data, in[3].data, sizeof(float) * static_cast<size_t>(out[0].numel()));
+          std::memcpy(out[0].data, in[3].data, user_dst_md_.get_size());
         }
       }
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src_mem_},
@@ -144,6 +160,7 @@ Status onednn_applies_impl(const StepDesc& step) {
   auto g = conv_geom(step);
   if (!g) return g.status();
   if (!step.constants[1]) return not_applicable("weights are not constant (reordered at prepare)");
+  if (g->has_res && step.in_layout(3) != step.out_layout(0)) return not_applicable("the residual in the output's layout");
   return Status::ok();
 }
 
@@ -151,7 +168,7 @@ Result<std::unique_ptr<Kernel>> onednn_prepare_impl(const StepDesc& step, bool p
   auto g = conv_geom(step);
   if (!g) return g.status();
   try {
-    return std::unique_ptr<Kernel>(new OnednnKernel(*g, *step.constants[1], plain));
+    return std::unique_ptr<Kernel>(new OnednnKernel(*g, *step.constants[1], plain, step.in_layout(0), step.out_layout(0)));
   } catch (const dnnl::error& e) {
     return not_applicable(std::string("oneDNN has no convolution for this step: ") + e.what());
   }
@@ -168,7 +185,10 @@ double onednn_cost(const StepDesc& s) {
   if (!g) return 1e30;
   // Measured at 1 thread: 0.6-0.65 of peak on ResNet-18's 3x3 layers, ~0.65 on the 7x7 first layer.
   const double eff = g->Cg() >= 16 && g->Mg() >= 16 ? 0.62 : g->Cg() >= 3 ? 0.6 : 0.05;
-  const double reorders = 4.0 * 2 * g->N * (g->C * g->hw() + g->M * g->ohw() * (g->has_res ? 2 : 1));
+  // Activations in a layout of the layout rewrite are read and written as they are.
+  const double reorders = 4.0 * 2 * g->N *
+                          ((s.in_layout(0) == ir::Layout::nchw ? g->C * g->hw() : 0) +
+                           (s.out_layout(0) == ir::Layout::nchw ? g->M * g->ohw() * (g->has_res ? 2 : 1) : 0));
   return cost_ns(g->flops(), eff, g->io_bytes() + reorders, g->threads);
 }
 Result<std::unique_ptr<Kernel>> onednn_prepare(const StepDesc& s) { return onednn_prepare_impl(s, false); }

@@ -120,11 +120,14 @@ TAC_CONV_NAME(onednn)
 TAC_CONV_NAME(onednn_nchw)
 #undef TAC_CONV_NAME
 
-#define TAC_CONV_ROWS(name, help)                                                                               \
-  Tactic{#name, ir::OpKind::Conv, help, name##_applies, calibrated_cost<&name##_name, name##_cost>, name##_prepare}, \
-      Tactic {                                                                                                  \
-    #name, ir::OpKind::FusedConv, help, name##_applies, calibrated_cost<&name##_name, name##_cost>, name##_prepare \
+#define TAC_CONV_ROWS_L(name, help, layouts)                                                                          \
+  Tactic{#name, ir::OpKind::Conv, help, name##_applies, calibrated_cost<&name##_name, name##_cost>, name##_prepare,     \
+         Backend::cpu, layouts},                                                                                       \
+      Tactic {                                                                                                         \
+    #name, ir::OpKind::FusedConv, help, name##_applies, calibrated_cost<&name##_name, name##_cost>, name##_prepare,    \
+        Backend::cpu, layouts                                                                                          \
   }
+#define TAC_CONV_ROWS(name, help) TAC_CONV_ROWS_L(name, help, false)
 
 const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(im2col_gemm, "im2col into the workspace + our packed sgemm (weights prepacked, fused epilogue); any 2-D conv"),
@@ -140,10 +143,12 @@ const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(depthwise_avx512, "depthwise (group == C == M) conv, 16 output pixels per AVX-512 vector"),
     TAC_CONV_ROWS(depthwise_avx2, "depthwise (group == C == M) conv, 8 output pixels per AVX2 vector"),
     TAC_CONV_ROWS(direct_rows_avx512, "direct conv along output rows (phase planes for strides), 12 out-channels x 32 columns AVX-512 tile; few input channels (C <= 32, OW >= 16)"),
-    TAC_CONV_ROWS(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside"),
+    TAC_CONV_ROWS_L(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside; in "
+                            "nhwc / blocked layouts (layout.*) reads and writes them directly", true),
     TAC_CONV_ROWS(onednn_nchw, "oneDNN convolution forced to plain nchw/oihw formats (no reorders)"),
 };
 #undef TAC_CONV_ROWS
+#undef TAC_CONV_ROWS_L
 
 }  // namespace
 

@@ -1,0 +1,298 @@
+#include "builder/layout.h"
+
+#include <algorithm>
+#include <set>
+
+#include "builder/builder.h"
+#include "kernels/tactic.h"
+
+namespace tac::builder {
+
+namespace {
+
+using ir::Layout;
+using ir::OpKind;
+
+const ir::Value& value(const ir::Graph& g, int v) { return g.values[static_cast<size_t>(v)]; }
+bool is_const(const ir::Graph& g, int v) { return v != ir::kNoValue && value(g, v).initializer.has_value(); }
+bool is_conv(const ir::Node& n) { return n.op == OpKind::Conv || n.op == OpKind::FusedConv; }
+
+bool f32_rank4(const ir::Graph& g, int v) {
+  if (v == ir::kNoValue) return false;
+  const ir::ValueType& t = value(g, v).type;
+  if (t.kind != ir::ValueKind::tensor || t.dtype != DType::float32 || !t.has_shape || t.dims.size() != 4) return false;
+  for (const ir::Dim& d : t.dims)
+    if (!d.known() || d.value <= 0) return false;
+  return true;
+}
+
+Result<Layout> layout_of_value(const std::string& knob, const std::string& v) {
+  if (v == "nchw") return Layout::nchw;
+  if (v == "nhwc") return Layout::nhwc;
+  if (v == "blocked") return blocked_layout();
+  return invalid_argument("route: " + knob + "=" + v + ": expected nchw, nhwc or blocked");
+}
+
+// Ops other than convolutions that some layout tactic may run in nhwc / blocked.
+bool layout_op(const ir::Node& n) {
+  if (!n.domain.empty() && n.domain != ir::kInternalDomain) return false;
+  if (is_conv(n) || n.op == OpKind::Reformat) return false;
+  for (const kernels::Tactic* t : kernels::tactics_for(n.op))
+    if (t->layouts) return true;
+  return false;
+}
+
+// Whether some layout tactic (or `pinned`, when given) runs `n` reading its inputs in `in` and
+// writing `out` (only output 0 may be non-nchw).
+bool runs_in(const ir::Graph& g, const ir::Node& n, const std::vector<Layout>& in, Layout out, int threads,
+             const kernels::Tactic* pinned) {
+  kernels::StepDesc s = step_desc(g, n, n.inputs, threads);
+  s.in_layouts = in;
+  s.out_layouts.assign(n.outputs.size(), Layout::nchw);
+  if (!s.out_layouts.empty()) s.out_layouts[0] = out;
+  if (pinned) return pinned->layouts && pinned->applies(s).is_ok();
+  for (const kernels::Tactic* t : kernels::tactics_for(n.op))
+    if (t->layouts && t->applies(s).is_ok()) return true;
+  return false;
+}
+
+// Per node: the layout of its output 0 and the layout it reads each input in.
+struct Assignment {
+  std::vector<Layout> out;
+  std::vector<std::vector<Layout>> in;
+};
+
+// `target`: per node, the layout a convolution should run in (nchw for the rest). Pure: the
+// graph is only read.
+Assignment assign(const ir::Graph& g, const std::vector<Layout>& target, const std::vector<const kernels::Tactic*>& pinned,
+                  int threads) {
+  Assignment a;
+  a.out.assign(g.nodes.size(), Layout::nchw);
+  a.in.resize(g.nodes.size());
+  std::vector<Layout> cur(g.values.size(), Layout::nchw);  // layout each value is produced in
+  for (const ir::Node& n : g.nodes) {
+    const size_t i = static_cast<size_t>(n.index);
+    std::vector<Layout>& in = a.in[i];
+    in.assign(n.inputs.size(), Layout::nchw);
+    auto cur_of = [&](int v) { return v == ir::kNoValue ? Layout::nchw : cur[static_cast<size_t>(v)]; };
+    Layout out = Layout::nchw;
+    if (target[i] != Layout::nchw) {
+      const Layout L = target[i];
+      const int x = n.inputs[0];
+      const int64_t c = value(g, x).type.dims[1].value;
+      // A plain input of few channels is read as it is (oneDNN's first-layer kernels).
+      in[0] = cur_of(x) == Layout::nchw && c < 8 ? Layout::nchw : L;
+      if (n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue) in[3] = L;
+      if (runs_in(g, n, in, L, threads, pinned[i])) out = L;
+      else in.assign(n.inputs.size(), Layout::nchw);
+    } else if (layout_op(n) && n.outputs.size() >= 1 && f32_rank4(g, n.outputs[0])) {
+      // The layout most activation inputs are in, if it costs no more reformats than nchw.
+      std::map<Layout, int> count;
+      int acts = 0;
+      for (int v : n.inputs)
+        if (v != ir::kNoValue && !is_const(g, v)) {
+          ++acts;
+          ++count[cur_of(v)];
+        }
+      Layout best = Layout::nchw;
+      int best_n = 0;
+      for (const auto& [l, k] : count)
+        if (l != Layout::nchw && k > best_n) best = l, best_n = k;
+      if (best != Layout::nchw && acts - best_n <= acts - count[Layout::nchw]) {
+        std::vector<Layout> try_in(n.inputs.size(), Layout::nchw);
+        for (size_t k = 0; k < n.inputs.size(); ++k)
+          if (n.inputs[k] != ir::kNoValue && !is_const(g, n.inputs[k])) try_in[k] = best;
+        if (runs_in(g, n, try_in, best, threads, nullptr)) {
+          in = try_in;
+          out = best;
+        }
+      }
+    }
+    a.out[i] = out;
+    if (!n.outputs.empty() && n.outputs[0] != ir::kNoValue) cur[static_cast<size_t>(n.outputs[0])] = out;
+  }
+  return a;
+}
+
+}  // namespace
+
+std::vector<std::string> layout_values() { return {"nchw", "nhwc", "blocked"}; }
+
+Layout blocked_layout() { return kernels::cpu_features().avx512 ? Layout::nchw16c : Layout::nchw8c; }
+
+bool layout_candidate(const ir::Graph& g, const ir::Node& n) {
+  if (!is_conv(n) || n.inputs.size() < 2 || n.outputs.empty()) return false;
+  if (n.attr("x_scale")) return false;  // int8 (precision rewrite)
+  return f32_rank4(g, n.inputs[0]) && f32_rank4(g, n.outputs[0]) && is_const(g, n.inputs[1]);
+}
+
+Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutReport* report) {
+  ir::Graph& g = m.graph;
+  LayoutReport local;
+  if (!report) report = &local;
+  // Which layout each convolution should run in, and whether layout.<node> asked for it.
+  const std::string def_text = route.get("layout.default");
+  TAC_ASSIGN_OR_RETURN(const Layout def, layout_of_value("layout.default", def_text.empty() ? "nchw" : def_text));
+  std::vector<Layout> target(g.nodes.size(), Layout::nchw);
+  std::vector<bool> pinned_layout(g.nodes.size(), false);
+  std::vector<const kernels::Tactic*> pinned_tactic(g.nodes.size(), nullptr);
+  bool any = false;
+  for (const ir::Node& n : g.nodes) {
+    const size_t i = static_cast<size_t>(n.index);
+    for (const auto& [k, a] : n.attrs)
+      if (a.g || !a.graphs.empty()) return Status::ok();  // subgraphs read outer values: all stays nchw
+    const std::string knob = "layout." + n.name, v = route.get(knob);
+    const bool explicit_layout = !v.empty() && v != "default";
+    if (!layout_candidate(g, n)) {
+      if (!explicit_layout || v == "nchw") continue;
+      // The precision rewrite lowered it (bf16 inputs or int8 scales): precision.<node> wins.
+      const bool lowered = is_conv(n) && (n.attr("x_scale") || (n.inputs[0] != ir::kNoValue &&
+                                                                 value(g, n.inputs[0]).type.dtype != DType::float32));
+      if (!lowered)
+        return invalid_argument("route: " + knob + "=" + v + ": " + n.label() +
+                                " cannot change layout (layouts apply to 2-D fp32 convolutions with constant weights)");
+      report->log.push_back("layout: " + n.name + " stays nchw: it computes in lower precision (precision.*)");
+      continue;
+    }
+    Layout l = def;
+    if (explicit_layout) {
+      TAC_ASSIGN_OR_RETURN(l, layout_of_value(knob, v));
+    }
+    const std::string tactic = route.get("tactic." + n.name);
+    if (!tactic.empty() && tactic != "auto") {
+      pinned_tactic[i] = kernels::find_tactic(n.op, tactic);
+      if (l != Layout::nchw && pinned_tactic[i] && !pinned_tactic[i]->layouts) {
+        report->log.push_back("layout: " + n.name + " stays nchw: tactic." + n.name + "=" + tactic + " reads nchw only");
+        l = Layout::nchw;
+      }
+    }
+    target[i] = l;
+    pinned_layout[i] = explicit_layout;
+    any |= l != Layout::nchw;
+  }
+  if (!any) return Status::ok();
+
+  // Assign; a default-layout convolution that costs a reformat on both sides goes back to nchw.
+  const std::vector<std::vector<int>> users = g.consumers();
+  std::vector<bool> graph_output(g.values.size(), false);
+  for (int v : g.outputs) graph_output[static_cast<size_t>(v)] = true;
+  std::vector<int> producer(g.values.size(), -1);
+  for (const ir::Node& n : g.nodes)
+    if (!n.outputs.empty() && n.outputs[0] != ir::kNoValue) producer[static_cast<size_t>(n.outputs[0])] = n.index;
+  Assignment a;
+  for (size_t round = 0; round <= g.nodes.size(); ++round) {
+    a = assign(g, target, pinned_tactic, threads);
+    bool changed = false;
+    for (const ir::Node& n : g.nodes) {
+      const size_t i = static_cast<size_t>(n.index);
+      if (target[i] == Layout::nchw || pinned_layout[i] || a.out[i] == Layout::nchw) continue;
+      const int p = producer[static_cast<size_t>(n.inputs[0])];
+      const Layout x_layout = p >= 0 ? a.out[static_cast<size_t>(p)] : Layout::nchw;
+      const bool reformat_in = a.in[i][0] != x_layout;
+      const int y = n.outputs[0];
+      bool kept = false;
+      for (int u : users[static_cast<size_t>(y)])
+        for (size_t k = 0; k < g.nodes[static_cast<size_t>(u)].inputs.size(); ++k)
+          kept |= g.nodes[static_cast<size_t>(u)].inputs[k] == y && a.in[static_cast<size_t>(u)][k] == a.out[i];
+      if (reformat_in && !kept) {
+        target[i] = Layout::nchw;
+        changed = true;
+        report->log.push_back("layout: " + n.name + " stays nchw (a reformat on both sides)");
+      }
+    }
+    if (!changed) break;
+  }
+  for (const ir::Node& n : g.nodes) {
+    const size_t i = static_cast<size_t>(n.index);
+    if (pinned_layout[i] && target[i] != Layout::nchw && a.out[i] != target[i])
+      return invalid_argument("route: layout." + n.name + "=" + route.get("layout." + n.name) + ": " + n.label() +
+                              " has no tactic in that layout here");
+  }
+
+  // Rewrite: per value, the value holding it in each layout made so far.
+  std::vector<std::map<Layout, int>> held(g.values.size());
+  for (size_t v = 0; v < g.values.size(); ++v) held[v][Layout::nchw] = static_cast<int>(v);
+  std::vector<ir::Node> added;
+  std::set<std::string> node_names;
+  for (const ir::Node& n : g.nodes) node_names.insert(n.name);
+  auto unique_node = [&](std::string base) {
+    std::string s = base;
+    for (int k = 2; node_names.count(s); ++k) s = base + "_" + std::to_string(k);
+    node_names.insert(s);
+    return s;
+  };
+  auto new_value = [&](int like, const std::string& base, Layout l) {
+    std::string name = base;
+    for (int k = 2; g.find_value(name) != ir::kNoValue; ++k) name = base + "_" + std::to_string(k);
+    const ir::ValueType t = value(g, like).type;  // copy first: get_or_add_value grows g.values
+    const int v = g.get_or_add_value(name);
+    g.values[static_cast<size_t>(v)].type = t;
+    g.values[static_cast<size_t>(v)].layout = l;
+    held.resize(g.values.size());
+    return v;
+  };
+  auto reformat = [&](int src, Layout from, int dst, Layout to) {
+    ir::Node r;
+    r.name = unique_node(value(g, src).name + ".to_" + ir::layout_name(to));
+    r.op = OpKind::Reformat;
+    r.op_type = ir::op_name(OpKind::Reformat);
+    r.domain = ir::kInternalDomain;
+    r.opset = 1;
+    r.inputs = {src};
+    r.outputs = {dst};
+    for (const auto& [key, l] : {std::pair{"from", from}, std::pair{"to", to}}) {
+      ir::Attribute at;
+      at.type = ir::Attribute::Type::s;
+      at.s = ir::layout_name(l);
+      r.attrs[key] = at;
+    }
+    added.push_back(std::move(r));
+    ++report->reformats;
+  };
+  // The value holding `v` in layout `l` (a Reformat of it, made once).
+  auto in_layout = [&](int v, Layout l) {
+    std::map<Layout, int>& h = held[static_cast<size_t>(v)];
+    if (auto it = h.find(l); it != h.end()) return it->second;
+    const auto& [from, src] = *h.begin();  // every value is held in exactly one layout before this
+    const int dst = new_value(v, value(g, v).name + "." + ir::layout_name(l), l);
+    reformat(src, from, dst, l);
+    held[static_cast<size_t>(v)][l] = dst;
+    return dst;
+  };
+  std::map<std::string, int> moved;
+  for (size_t i = 0, n_nodes = g.nodes.size(); i < n_nodes; ++i) {
+    for (size_t k = 0; k < g.nodes[i].inputs.size(); ++k) {
+      const int v = g.nodes[i].inputs[k];
+      if (v != ir::kNoValue && !is_const(g, v)) g.nodes[i].inputs[k] = in_layout(v, a.in[i][k]);
+    }
+    const Layout l = a.out[i];
+    const int y = g.nodes[i].outputs.empty() ? ir::kNoValue : g.nodes[i].outputs[0];
+    if (l == Layout::nchw || y == ir::kNoValue) continue;
+    ++moved[std::string(g.nodes[i].op_type)];
+    report->nodes.push_back(g.nodes[i].name + ": " + ir::layout_name(l));
+    held[static_cast<size_t>(y)].clear();
+    if (graph_output[static_cast<size_t>(y)]) {
+      // Graph outputs stay nchw: the node writes a new value, a Reformat writes the output.
+      const int y2 = new_value(y, value(g, y).name + "." + ir::layout_name(l), l);
+      g.nodes[i].outputs[0] = y2;
+      reformat(y2, l, y, Layout::nchw);
+      held[static_cast<size_t>(y)][l] = y2;
+      held[static_cast<size_t>(y)][Layout::nchw] = y;
+    } else {
+      g.values[static_cast<size_t>(y)].layout = l;
+      held[static_cast<size_t>(y)][l] = y;
+    }
+  }
+  for (ir::Node& r : added) {
+    r.index = static_cast<int>(g.nodes.size());
+    g.nodes.push_back(std::move(r));
+  }
+  TAC_RETURN_IF_ERROR(g.sort_topologically());
+  std::string line = "layout:";
+  for (const auto& [op, k] : moved) line += " " + std::to_string(k) + " " + op;
+  report->log.push_back(line + " off nchw (layout.default=" + ir::layout_name(def) + "); " +
+                        std::to_string(report->reformats) + " reformats");
+  return Status::ok();
+}
+
+}  // namespace tac::builder

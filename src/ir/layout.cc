@@ -1,0 +1,49 @@
+#include "ir/layout.h"
+
+#include <cstring>
+
+namespace tac::ir {
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::nchw: return "nchw";
+    case Layout::nhwc: return "nhwc";
+    case Layout::nchw16c: return "nchw16c";
+    case Layout::nchw8c: return "nchw8c";
+  }
+  return "?";
+}
+
+int64_t physical_numel(const Shape& s, Layout l) {
+  if (!is_blocked(l) || s.size() != 4) return shape_numel(s);
+  const int64_t b = layout_block(l);
+  return s[0] * ((s[1] + b - 1) / b * b) * s[2] * s[3];
+}
+
+Tensor to_layout(const Tensor& plain, Layout l) {
+  const Shape& s = plain.shape();
+  if (l == Layout::nchw || s.size() != 4) return plain;
+  Tensor out = Tensor::create(plain.dtype(), {physical_numel(s, l)}).value();
+  std::memset(out.raw(), 0, out.bytes());
+  const float* src = plain.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t n = 0, i = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w, ++i) dst[layout_offset(s, l, n, c, h, w)] = src[i];
+  return out;
+}
+
+Tensor from_layout(const Tensor& physical, const Shape& s, Layout l) {
+  if (l == Layout::nchw || s.size() != 4) return physical.reshaped(s).clone();
+  Tensor out = Tensor::create(physical.dtype(), s).value();
+  const float* src = physical.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t n = 0, i = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w, ++i) dst[i] = src[layout_offset(s, l, n, c, h, w)];
+  return out;
+}
+
+}  // namespace tac::ir

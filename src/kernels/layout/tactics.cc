@@ -1,0 +1,418 @@
+// Tactics of the layout rewrite (src/builder/layout.cc): Reformat, and the ops that stay in an
+// nhwc or channel-blocked region (ir/layout.h) besides convolutions (onednn in conv/):
+//   Reformat           "onednn_reorder" (oneDNN reorder), "loops" (plain loops: the baseline)
+//   MaxPool, AveragePool, GlobalAveragePool
+//                      "onednn_pool" (oneDNN pooling on the buffer's format)
+//   elementwise ops    "raw_buffer": ops (and FusedElementwise chains) with f(0, ..., 0) = 0 whose activation inputs all share
+//                      the output's shape and layout run on the whole buffer (padding included,
+//                      which stays zero) through the best plain tactic of the op
+//   Concat (axis 1)    "raw_buffer": blocked with every input's C a multiple of the block is a
+//                      per-image concatenation of buffers; nhwc is one per pixel; both through
+//                      the plain Concat tactic on the equivalent plain shapes
+#include <dnnl.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "ir/elementwise_chain.h"
+#include "kernels/conv/conv_common.h"
+#include "kernels/tactic.h"
+
+namespace tac::kernels {
+
+namespace {
+
+using ir::Layout;
+using ir::OpKind;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+tag dnnl_tag(Layout l) {
+  switch (l) {
+    case Layout::nhwc: return tag::nhwc;
+    case Layout::nchw16c: return tag::nChw16c;
+    case Layout::nchw8c: return tag::nChw8c;
+    case Layout::nchw: break;
+  }
+  return tag::nchw;
+}
+dnnl::memory::desc dnnl_md(const Shape& s, Layout l) {
+  return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), dt::f32, dnnl_tag(l));
+}
+double buffer_bytes(const Shape& s, Layout l) { return 4.0 * static_cast<double>(ir::physical_numel(s, l)); }
+
+Status rank4_f32(const StepDesc& s) {
+  for (size_t i = 0; i < s.in_dtypes.size(); ++i)
+    if (s.has_input(i) && !s.constants[i] && (s.in_dtypes[i] != DType::float32 || s.in_shapes[i].size() != 4))
+      return not_applicable("4-D float32 activations only");
+  if (s.out_dtypes.size() != 1 || s.out_dtypes[0] != DType::float32 || s.out_shapes[0].size() != 4)
+    return not_applicable("one 4-D float32 output only");
+  return Status::ok();
+}
+
+// Runs oneDNN primitives at the step's thread count and turns oneDNN errors into Status.
+template <class F> Status run_dnnl(int threads, const char* what, F&& f) {
+  conv::ScopedOmpThreads scope(threads);
+  try {
+    f();
+  } catch (const dnnl::error& e) {
+    return internal_error(std::string(what) + ": " + e.what());
+  }
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------- Reformat
+
+Status reformat_applies(const StepDesc& s) {
+  if (Status st = rank4_f32(s); !st) return st;
+  if (s.in_shapes[0] != s.out_shapes[0]) return not_applicable("Reformat keeps the shape");
+  return Status::ok();
+}
+
+class ReorderKernel final : public Kernel {
+ public:
+  ReorderKernel(const StepDesc& s) : threads_(s.threads), stream_(cpu_engine()) {
+    conv::ScopedOmpThreads scope(threads_);
+    src_ = dnnl::memory(dnnl_md(s.in_shapes[0], s.in_layout(0)), cpu_engine(), nullptr);
+    dst_ = dnnl::memory(dnnl_md(s.out_shapes[0], s.out_layout(0)), cpu_engine(), nullptr);
+    reorder_ = dnnl::reorder(src_, dst_);
+  }
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
+    return run_dnnl(threads_, "oneDNN reorder", [&] {
+      src_.set_data_handle(in[0].data);
+      dst_.set_data_handle(out[0].data);
+      reorder_.execute(stream_, src_, dst_);
+      stream_.wait();
+    });
+  }
+
+ private:
+  int threads_;
+  dnnl::stream stream_;
+  dnnl::memory src_, dst_;
+  dnnl::reorder reorder_;
+};
+
+double reorder_cost(const StepDesc& s) {
+  return (buffer_bytes(s.in_shapes[0], s.in_layout(0)) + buffer_bytes(s.out_shapes[0], s.out_layout(0))) /
+         (conv::kBytesPerNsPerThread * std::max(1, s.threads));
+}
+Result<std::unique_ptr<Kernel>> reorder_prepare(const StepDesc& s) {
+  try {
+    return std::unique_ptr<Kernel>(new ReorderKernel(s));
+  } catch (const dnnl::error& e) {
+    return not_applicable(std::string("oneDNN has no reorder for this step: ") + e.what());
+  }
+}
+
+class LoopsKernel final : public Kernel {
+ public:
+  explicit LoopsKernel(const StepDesc& s) : shape_(s.in_shapes[0]), from_(s.in_layout(0)), to_(s.out_layout(0)) {}
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
+    const Shape& sh = shape_;
+    const float* x = in[0].as<float>();
+    float* y = out[0].as<float>();
+    if (ir::is_blocked(to_)) std::memset(y, 0, sizeof(float) * static_cast<size_t>(ir::physical_numel(sh, to_)));
+    for (int64_t n = 0; n < sh[0]; ++n)
+      for (int64_t c = 0; c < sh[1]; ++c)
+        for (int64_t h = 0; h < sh[2]; ++h)
+          for (int64_t w = 0; w < sh[3]; ++w)
+            y[ir::layout_offset(sh, to_, n, c, h, w)] = x[ir::layout_offset(sh, from_, n, c, h, w)];
+    return Status::ok();
+  }
+
+ private:
+  Shape shape_;
+  Layout from_, to_;
+};
+double loops_cost(const StepDesc& s) { return 4 * reorder_cost(s) * std::max(1, s.threads); }
+Result<std::unique_ptr<Kernel>> loops_prepare(const StepDesc& s) { return std::unique_ptr<Kernel>(new LoopsKernel(s)); }
+
+// ---------------------------------------------------------------- pooling
+
+struct PoolGeom {
+  dnnl::algorithm alg;
+  dnnl::memory::dims kernel, strides, dil, pl, pr;
+};
+
+// The oneDNN pooling that computes `s`'s node, or not_applicable naming why not.
+Result<PoolGeom> pool_geom(const StepDesc& s) {
+  if (Status st = rank4_f32(s); !st) return st;
+  const ir::Node& n = *s.node;
+  if (n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue) return not_applicable("MaxPool's Indices output");
+  const Shape& x = s.in_shapes[0];
+  const Shape& y = s.out_shapes[0];
+  auto ints = [&](const char* key, int64_t def) {
+    const ir::Attribute* a = n.attr(key);
+    std::vector<int64_t> v = a && a->type == ir::Attribute::Type::ints ? a->ints : std::vector<int64_t>{};
+    if (v.empty()) v.assign(2, def);
+    return v;
+  };
+  auto int_attr = [&](const char* key, int64_t def) {
+    const ir::Attribute* a = n.attr(key);
+    return a && a->type == ir::Attribute::Type::i ? a->i : def;
+  };
+  PoolGeom g;
+  std::vector<int64_t> k, st{1, 1}, d{1, 1}, pads{0, 0, 0, 0};
+  bool include_pad = false;
+  if (n.op == OpKind::GlobalAveragePool) {
+    k = {x[2], x[3]};
+    g.alg = dnnl::algorithm::pooling_avg_exclude_padding;
+  } else {
+    k = ints("kernel_shape", 0);
+    st = ints("strides", 1);
+    d = ints("dilations", 1);
+    pads = ints("pads", 0);
+    if (k.size() != 2 || st.size() != 2 || d.size() != 2 || (pads.size() != 4 && pads.size() != 2))
+      return not_applicable("2-D pooling only");
+    if (pads.size() == 2) pads = {0, 0, 0, 0};
+    include_pad = n.op == OpKind::AveragePool && int_attr("count_include_pad", 0) != 0;
+    g.alg = n.op == OpKind::MaxPool ? dnnl::algorithm::pooling_max
+            : include_pad           ? dnnl::algorithm::pooling_avg_include_padding
+                                    : dnnl::algorithm::pooling_avg_exclude_padding;
+    if (n.op == OpKind::AveragePool && (d[0] != 1 || d[1] != 1)) return not_applicable("dilated AveragePool");
+  }
+  const ir::Attribute* ap = n.attr("auto_pad");
+  const std::string auto_pad = ap && ap->type == ir::Attribute::Type::s ? ap->s : "NOTSET";
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t span = (k[i] - 1) * d[i] + 1;
+    const int64_t total = std::max<int64_t>(0, (y[2 + i] - 1) * st[i] + span - x[2 + i]);
+    int64_t lo = pads[i];
+    if (auto_pad == "SAME_UPPER") lo = total / 2;
+    else if (auto_pad == "SAME_LOWER") lo = total - total / 2;
+    else if (auto_pad == "VALID") lo = 0;
+    // The right pad that makes oneDNN's floor((x + pl + pr - span) / s) + 1 equal the output:
+    // the smallest such pad that is >= 0. Past the explicit pads (ceil_mode) it is padding that
+    // the average must not count, so count_include_pad then needs it to be exactly the pad.
+    // Every pad in [need, need + stride - 1] gives the same windows; the explicit one if it is
+    // among them (an averaged window then counts the pads ONNX counts), else the smallest >= 0.
+    const int64_t need = (y[2 + i] - 1) * st[i] + span - x[2 + i] - lo;
+    const int64_t explicit_hi = auto_pad == "NOTSET" ? pads[i + 2] : need;
+    int64_t hi = explicit_hi >= need && explicit_hi <= need + st[i] - 1 ? explicit_hi : std::max<int64_t>(need, 0);
+    if (hi > need + st[i] - 1) return not_applicable("pooling window geometry oneDNN cannot express");
+    if (include_pad && hi != explicit_hi) return not_applicable("count_include_pad with ceil_mode padding");
+    g.kernel.push_back(k[i]);
+    g.strides.push_back(st[i]);
+    g.dil.push_back(d[i] - 1);
+    g.pl.push_back(lo);
+    g.pr.push_back(hi);
+  }
+  return g;
+}
+
+Status pool_applies(const StepDesc& s) {
+  auto g = pool_geom(s);
+  if (!g) return g.status();
+  if (s.in_layout(0) != s.out_layout(0)) return not_applicable("input and output in one layout");
+  if (s.out_layout(0) == Layout::nchw) return not_applicable("for nhwc and blocked layouts (nchw pooling has its own tactics)");
+  return Status::ok();
+}
+
+class PoolKernel final : public Kernel {
+ public:
+  PoolKernel(const StepDesc& s, const PoolGeom& g) : threads_(s.threads), stream_(cpu_engine()) {
+    conv::ScopedOmpThreads scope(threads_);
+    const auto src_md = dnnl_md(s.in_shapes[0], s.in_layout(0)), dst_md = dnnl_md(s.out_shapes[0], s.out_layout(0));
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, src_md, dst_md, g.strides, g.kernel,
+                                     g.dil, g.pl, g.pr);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    pd_ = dnnl::pooling_v2_forward::primitive_desc(d, attr, cpu_engine());
+    pool_ = dnnl::pooling_v2_forward(pd_);
+    src_ = dnnl::memory(src_md, cpu_engine(), nullptr);
+    dst_ = dnnl::memory(dst_md, cpu_engine(), nullptr);
+    scratch_ = dnnl::memory(pd_.scratchpad_desc(), cpu_engine(), nullptr);
+  }
+  size_t workspace_bytes() const override { return pd_.scratchpad_desc().get_size(); }
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
+    return run_dnnl(threads_, "oneDNN pooling", [&] {
+      src_.set_data_handle(in[0].data);
+      dst_.set_data_handle(out[0].data);
+      scratch_.set_data_handle(ws);
+      pool_.execute(stream_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}, {DNNL_ARG_SCRATCHPAD, scratch_}});
+      stream_.wait();
+    });
+  }
+
+ private:
+  int threads_;
+  dnnl::stream stream_;
+  dnnl::pooling_v2_forward::primitive_desc pd_;
+  dnnl::pooling_v2_forward pool_;
+  dnnl::memory src_, dst_, scratch_;
+};
+
+double pool_cost(const StepDesc& s) {
+  return (buffer_bytes(s.in_shapes[0], s.in_layout(0)) + buffer_bytes(s.out_shapes[0], s.out_layout(0))) /
+         (conv::kBytesPerNsPerThread * std::max(1, s.threads));
+}
+Result<std::unique_ptr<Kernel>> pool_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(PoolGeom g, pool_geom(s));
+  try {
+    return std::unique_ptr<Kernel>(new PoolKernel(s, g));
+  } catch (const dnnl::error& e) {
+    return not_applicable(std::string("oneDNN has no pooling for this step: ") + e.what());
+  }
+}
+
+// ---------------------------------------------------------------- raw buffer (elementwise, Concat)
+
+bool keeps_zero(const StepDesc& s) {
+  switch (s.node->op) {
+    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Tanh: case OpKind::Neg: case OpKind::Abs:
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Max: case OpKind::Min: case OpKind::Sum:
+      return true;
+    case OpKind::Clip: {  // bounds as attributes (opset < 11) or constant scalar inputs
+      double lo = -INFINITY, hi = INFINITY;
+      if (const ir::Attribute* a = s.node->attr("min"); a && a->type == ir::Attribute::Type::f) lo = a->f;
+      if (const ir::Attribute* a = s.node->attr("max"); a && a->type == ir::Attribute::Type::f) hi = a->f;
+      for (size_t i = 1; i < 3; ++i) {
+        if (!s.has_input(i)) continue;
+        if (!s.constants[i] || s.constants[i]->numel() != 1) return false;
+        (i == 1 ? lo : hi) = s.constants[i]->get_f64(0);
+      }
+      return lo <= 0 && 0 <= hi;
+    }
+    case OpKind::FusedElementwise: {  // the chain evaluated on zeros
+      auto chain = ir::parse_chain(*s.node);
+      if (!chain) return false;
+      double x = 0;
+      for (const ir::ChainOp& op : *chain) {
+        auto operand = [&](const ir::ChainOp::Operand& o) {
+          return o.from == ir::ChainOp::Operand::From::constant ? static_cast<double>(o.value)
+                 : o.from == ir::ChainOp::Operand::From::x      ? x
+                                                                 : 0.0;
+        };
+        x = op.binary ? ir::apply_chain_op(op.kind, operand(op.lhs), operand(op.rhs)) : ir::apply_chain_op(op.kind, x);
+      }
+      return x == 0;
+    }
+    default:
+      return false;
+  }
+}
+
+// The plain step computing the same thing on `s`'s buffers: elementwise over the whole buffer
+// as one row, Concat over [N, C, H, W] (blocked: image-major blocks) or [N*H*W, C] (nhwc).
+Result<StepDesc> plain_equivalent(const StepDesc& s) {
+  if (Status st = rank4_f32(s); !st) return st;
+  const Layout l = s.out_layout(0);
+  if (l == Layout::nchw) return not_applicable("for nhwc and blocked layouts (nchw steps have their own tactics)");
+  StepDesc p = s;
+  p.in_layouts.clear();
+  p.out_layouts.clear();
+  if (s.node->op == OpKind::Concat) {
+    const ir::Attribute* a = s.node->attr("axis");
+    if (!a || a->type != ir::Attribute::Type::i || (a->i != 1 && a->i != -3)) return not_applicable("Concat along channels only");
+    for (size_t i = 0; i < s.in_shapes.size(); ++i) {
+      if (s.in_layout(i) != l) return not_applicable("every input in the output's layout");
+      if (s.in_shapes[i].size() != 4) return not_applicable("4-D inputs");
+      if (ir::is_blocked(l) && s.in_shapes[i][1] % ir::layout_block(l) != 0)
+        return not_applicable("blocked Concat needs every input's channels a multiple of the block");
+      if (l == Layout::nhwc) {
+        const Shape& x = s.in_shapes[i];
+        p.in_shapes[i] = {x[0] * x[2] * x[3], x[1]};
+      }
+    }
+    if (l == Layout::nhwc) {
+      const Shape& y = s.out_shapes[0];
+      p.out_shapes[0] = {y[0] * y[2] * y[3], y[1]};
+    }
+    return p;
+  }
+  if (!keeps_zero(s)) return not_applicable("an op with f(0) = 0 (the padding must stay zero)");
+  const Shape& y = s.out_shapes[0];
+  for (size_t i = 0; i < s.in_shapes.size(); ++i) {
+    if (!s.has_input(i) || s.constants[i]) continue;  // Clip's bounds: checked by keeps_zero
+    if (s.in_shapes[i] != y || s.in_layout(i) != l) return not_applicable("every activation input of the output's shape and layout");
+    p.in_shapes[i] = {ir::physical_numel(y, l)};
+  }
+  for (size_t i = 0; i < s.in_shapes.size(); ++i)
+    if (s.has_input(i) && s.constants[i] && !(s.node->op == OpKind::Clip && i > 0))
+      return not_applicable("constant operands (broadcasting would touch the padding)");
+  p.out_shapes[0] = {ir::physical_numel(y, l)};
+  return p;
+}
+
+// The cheapest plain tactic of the op for `p` (never a layout tactic).
+const Tactic* best_plain(const StepDesc& p) {
+  const Tactic* best = nullptr;
+  double best_cost = INFINITY;
+  for (const Tactic* t : tactics_for(p.node->op)) {
+    if (t->layouts || !t->applies(p).is_ok()) continue;
+    const double c = t->cost(p);
+    if (!best || c < best_cost) best = t, best_cost = c;
+  }
+  return best;
+}
+
+Status raw_applies(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(StepDesc p, plain_equivalent(s));
+  if (!best_plain(p)) return not_applicable("no plain tactic for the equivalent step");
+  return Status::ok();
+}
+double raw_cost(const StepDesc& s) {
+  auto p = plain_equivalent(s);
+  const Tactic* t = p ? best_plain(*p) : nullptr;
+  return t ? t->cost(*p) : 1e30;
+}
+
+// The plain kernel, handed views with the plain shapes.
+class RawKernel final : public Kernel {
+ public:
+  RawKernel(std::unique_ptr<Kernel> inner, const StepDesc& p) : inner_(std::move(inner)) {
+    for (size_t i = 0; i < p.in_shapes.size(); ++i) in_.push_back({nullptr, p.in_dtypes[i], p.in_shapes[i]});
+    for (size_t i = 0; i < p.out_shapes.size(); ++i) out_.push_back({nullptr, p.out_dtypes[i], p.out_shapes[i]});
+  }
+  size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
+    for (size_t i = 0; i < in_.size(); ++i) in_[i].data = in[i].data;
+    for (size_t i = 0; i < out_.size(); ++i) out_[i].data = out[i].data;
+    return inner_->run(in_, out_, ws);
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  std::vector<TensorView> in_, out_;
+};
+
+Result<std::unique_ptr<Kernel>> raw_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(StepDesc p, plain_equivalent(s));
+  const Tactic* t = best_plain(p);
+  if (!t) return not_applicable("no plain tactic for the equivalent step");
+  TAC_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> inner, t->prepare(p));
+  return std::unique_ptr<Kernel>(new RawKernel(std::move(inner), p));
+}
+
+}  // namespace
+
+std::span<const Tactic> layout_tactics() {
+  static const std::vector<Tactic> table = [] {
+    std::vector<Tactic> t;
+    auto add = [&](const char* name, OpKind op, const char* help, auto applies, auto cost, auto prepare) {
+      t.push_back(Tactic{name, op, help, applies, cost, prepare, Backend::cpu, /*layouts=*/true});
+    };
+    add("onednn_reorder", OpKind::Reformat, "oneDNN reorder between nchw, nhwc and nChw16c/nChw8c", reformat_applies,
+        reorder_cost, reorder_prepare);
+    add("loops", OpKind::Reformat, "plain loops over every element (the baseline the others are tested against)",
+        reformat_applies, loops_cost, loops_prepare);
+    for (OpKind op : {OpKind::MaxPool, OpKind::AveragePool, OpKind::GlobalAveragePool})
+      add("onednn_pool", op, "oneDNN pooling on the activation's own layout (nhwc, blocked)", pool_applies,
+          pool_cost, pool_prepare);
+    for (OpKind op : {OpKind::Relu, OpKind::LeakyRelu, OpKind::Tanh, OpKind::Neg, OpKind::Abs, OpKind::Clip, OpKind::Add,
+                      OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Sum, OpKind::FusedElementwise,
+                      OpKind::Concat})
+      add("raw_buffer", op,
+          "nhwc / blocked: the plain tactic on the whole buffer (elementwise with f(0) = 0, inputs of one shape and "
+          "layout) or on the equivalent plain shapes (Concat along channels)",
+          raw_applies, raw_cost, raw_prepare);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tac::kernels

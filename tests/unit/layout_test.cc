@@ -1,0 +1,439 @@
+// Activation layouts (ir/layout.h, src/kernels/layout/, builder/layout.cc): the plain conversion
+// loops, every layout tactic against the reference kernel in nhwc, nChw16c and nChw8c (odd
+// channel counts, strides, padding, groups, depthwise; padded channels must stay zero), and the
+// layout rewrite on small graphs (graph changed, reformats counted, outputs equal to the
+// reference interpreter on random data, errors naming the knob).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "builder/layout.h"
+#include "builder_test_util.h"
+#include "ir/epilogue.h"
+#include "kernels/tactic_check.h"
+
+namespace tac {
+namespace {
+
+using ir::Layout;
+using kernels::check_tactic;
+using kernels::find_tactic;
+using kernels::make_node;
+using kernels::random_tensor;
+using kernels::set_attr;
+using test::ModelBuilder;
+
+const Layout kLayouts[] = {Layout::nhwc, Layout::nchw16c, Layout::nchw8c};
+
+// ---------------------------------------------------------------- conversions
+
+TEST(Layout, ConversionsRoundTripAndPadWithZeros) {
+  const Shape s{2, 5, 3, 4};
+  Tensor x = random_tensor(DType::float32, s, 1);
+  for (Layout l : {Layout::nchw, Layout::nhwc, Layout::nchw16c, Layout::nchw8c}) {
+    Tensor p = ir::to_layout(x, l);
+    EXPECT_EQ(p.numel(), ir::physical_numel(s, l)) << ir::layout_name(l);
+    Tensor back = ir::from_layout(p, s, l);
+    ASSERT_EQ(back.shape(), s);
+    EXPECT_EQ(std::memcmp(back.raw(), x.raw(), x.bytes()), 0) << ir::layout_name(l);
+  }
+  EXPECT_EQ(ir::physical_numel(s, Layout::nchw16c), 2 * 16 * 3 * 4);
+  EXPECT_EQ(ir::physical_numel(s, Layout::nchw8c), 2 * 8 * 3 * 4);
+  // nChw8c: channel 5..7 of each pixel are padding, zero; element (1, 4, 2, 3) at its place.
+  Tensor p = ir::to_layout(x, Layout::nchw8c);
+  int zeros = 0;
+  for (int64_t i = 0; i < p.numel(); ++i) zeros += p.data<float>()[i] == 0.0f;
+  EXPECT_EQ(zeros, 2 * 3 * 3 * 4);
+  EXPECT_EQ(p.data<float>()[((1 * 1 + 0) * 3 + 2) * 4 * 8 + 3 * 8 + 4], x.data<float>()[((1 * 5 + 4) * 3 + 2) * 4 + 3]);
+}
+
+// ---------------------------------------------------------------- tactics
+
+void expect_close(const kernels::TacticCheck& r, double tol, const std::string& what) {
+  ASSERT_TRUE(r.status.is_ok()) << what << ": " << r.status.to_string();
+  EXPECT_LE(r.max_abs_diff, tol) << what;
+}
+
+TEST(LayoutTactics, ReformatEveryPairMatchesAndPadsWithZeros) {
+  const Layout all[] = {Layout::nchw, Layout::nhwc, Layout::nchw16c, Layout::nchw8c};
+  for (const char* tactic : {"onednn_reorder", "loops"})
+    for (const Shape& s : {Shape{1, 5, 7, 3}, Shape{2, 16, 4, 4}, Shape{1, 37, 5, 6}})
+      for (Layout from : all)
+        for (Layout to : all) {
+          if (from == to) continue;
+          ir::Node n = make_node("Reformat", 1, 1);
+          n.domain = ir::kInternalDomain;
+          auto r = check_tactic(*find_tactic(ir::OpKind::Reformat, tactic), n, {random_tensor(DType::float32, s, 3)},
+                                {false}, 2, {from}, to);
+          expect_close(r, 0, std::string(tactic) + " " + ir::layout_name(from) + "->" + ir::layout_name(to) +
+                                 shape_to_string(s));
+        }
+}
+
+struct ConvCase {
+  const char* what;
+  Shape x, w;
+  std::vector<int64_t> strides, pads;
+  int64_t group = 1;
+};
+
+TEST(LayoutTactics, OnednnConvInEveryLayoutMatchesReference) {
+  using A = ir::Epilogue::Act;
+  const ConvCase cases[] = {
+      {"3x3 p1 odd C", {1, 5, 9, 7}, {7, 5, 3, 3}, {}, {1, 1, 1, 1}},
+      {"3x3 s2 C24 M40", {2, 24, 10, 11}, {40, 24, 3, 3}, {2, 2}, {1, 1, 1, 1}},
+      {"1x1 C32 M16", {1, 32, 6, 6}, {16, 32, 1, 1}, {}, {}},
+      {"asym pads C20 M33", {1, 20, 8, 9}, {33, 20, 3, 3}, {}, {0, 1, 2, 1}},
+      {"group 3", {1, 6, 8, 8}, {9, 2, 3, 3}, {}, {1, 1, 1, 1}, 3},
+      {"group 2 of 16", {1, 32, 7, 7}, {32, 16, 3, 3}, {}, {1, 1, 1, 1}, 2},
+      {"depthwise C20 s2", {1, 20, 9, 8}, {20, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, 20},
+      {"depthwise C32", {2, 32, 7, 7}, {32, 1, 3, 3}, {}, {1, 1, 1, 1}, 32},
+  };
+  const ir::Epilogue eps[] = {{A::none, 0, 0}, {A::relu, 0, 0}, {A::clip, 0.0f, 6.0f}, {A::sigmoid, 0, 0}};
+  const kernels::Tactic* t = find_tactic(ir::OpKind::FusedConv, "onednn");
+  ASSERT_TRUE(t && t->layouts);
+  int seed = 100, k = 0;
+  for (const ConvCase& c : cases)
+    for (Layout l : kLayouts)
+      for (bool res : {false, true}) {
+        const ir::Epilogue ep = eps[k++ % 4];  // sigmoid(0) = 0.5: the padding must still be zero
+        ir::Node n = make_node("FusedConv", 4, 1);
+        n.domain = ir::kInternalDomain;
+        if (!c.strides.empty()) set_attr(n, "strides", c.strides);
+        if (!c.pads.empty()) set_attr(n, "pads", c.pads);
+        if (c.group != 1) set_attr(n, "group", c.group);
+        ir::set_epilogue(n, ep);
+        std::vector<Tensor> ins{random_tensor(DType::float32, c.x, seed), random_tensor(DType::float32, c.w, seed + 1),
+                                random_tensor(DType::float32, {c.w[0]}, seed + 2), Tensor()};
+        if (res) {  // the output shape, from a plain run
+          auto plain = check_tactic(*t, n, ins, {false, true, true, false});
+          ASSERT_TRUE(plain.status.is_ok()) << plain.status.to_string();
+          ins[3] = random_tensor(DType::float32, plain.expected[0].shape(), seed + 3);
+        }
+        seed += 4;
+        const double K = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
+        auto r = check_tactic(*t, n, ins, {false, true, true, false}, 2, {l, Layout::nchw, Layout::nchw, l}, l);
+        expect_close(r, 1e-4 * std::sqrt(K),
+                     std::string(c.what) + " in " + ir::layout_name(l) + " act " + ir::activation_name(ep.act) +
+                         (res ? " +res" : ""));
+        // A first layer reads its plain input and writes the layout.
+        auto first = check_tactic(*t, n, ins, {false, true, true, false}, 1, {Layout::nchw, Layout::nchw, Layout::nchw, l}, l);
+        expect_close(first, 1e-4 * std::sqrt(K), std::string(c.what) + " nchw -> " + ir::layout_name(l));
+      }
+  // The plain-only tactics refuse other layouts.
+  ir::Node n = make_node("Conv", 2, 1);
+  auto r = check_tactic(*find_tactic(ir::OpKind::Conv, "im2col_gemm"), n,
+                        {random_tensor(DType::float32, {1, 4, 5, 5}, 1), random_tensor(DType::float32, {4, 4, 3, 3}, 2)},
+                        {false, true}, 1, {Layout::nhwc}, Layout::nhwc);
+  EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable);
+}
+
+TEST(LayoutTactics, OnednnPoolingMatchesReference) {
+  struct PoolCase {
+    const char* op;
+    Shape x;
+    std::vector<int64_t> k, s, pads;
+    int64_t ceil = 0, include_pad = 0;
+    const char* auto_pad = nullptr;
+  };
+  const PoolCase cases[] = {
+      {"MaxPool", {1, 5, 9, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}},
+      {"MaxPool", {2, 24, 8, 7}, {2, 2}, {2, 2}, {0, 0, 0, 0}},
+      {"MaxPool", {1, 20, 13, 13}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},  // squeezenet's ceil_mode
+      {"AveragePool", {1, 7, 9, 8}, {3, 3}, {1, 1}, {1, 1, 1, 1}},
+      {"AveragePool", {1, 7, 9, 8}, {3, 3}, {2, 2}, {1, 0, 1, 2}, 0, 1},
+      {"AveragePool", {1, 17, 10, 10}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},
+      {"MaxPool", {1, 16, 7, 9}, {3, 3}, {2, 2}, {}, 0, 0, "SAME_UPPER"},
+      {"GlobalAveragePool", {2, 37, 7, 7}, {}, {}, {}},
+  };
+  int seed = 50;
+  for (const PoolCase& c : cases)
+    for (Layout l : kLayouts) {
+      ir::Node n = make_node(c.op, 1, 1, 19);
+      if (!c.k.empty()) set_attr(n, "kernel_shape", c.k);
+      if (!c.s.empty()) set_attr(n, "strides", c.s);
+      if (!c.pads.empty()) set_attr(n, "pads", c.pads);
+      if (c.ceil) set_attr(n, "ceil_mode", c.ceil);
+      if (c.include_pad) set_attr(n, "count_include_pad", c.include_pad);
+      if (c.auto_pad) set_attr(n, "auto_pad", std::string(c.auto_pad));
+      auto r = check_tactic(*find_tactic(n.op, "onednn_pool"), n, {random_tensor(DType::float32, c.x, seed++)}, {false}, 2,
+                            {l}, l);
+      expect_close(r, 1e-5, std::string(c.op) + shape_to_string(c.x) + " in " + ir::layout_name(l));
+    }
+}
+
+TEST(LayoutTactics, RawBufferElementwiseAndConcat) {
+  for (Layout l : kLayouts) {
+    const std::string in = std::string(" in ") + ir::layout_name(l);
+    const Shape s{1, 24, 5, 7};
+    for (const char* op : {"Relu", "Tanh", "Abs"}) {
+      ir::Node n = make_node(op, 1, 1);
+      expect_close(check_tactic(*find_tactic(n.op, "raw_buffer"), n, {random_tensor(DType::float32, s, 2)}, {false}, 1, {l}, l),
+                   1e-6, op + in);
+    }
+    for (const char* op : {"Add", "Mul", "Sub", "Max"}) {
+      ir::Node n = make_node(op, 2, 1);
+      expect_close(check_tactic(*find_tactic(n.op, "raw_buffer"), n,
+                                {random_tensor(DType::float32, s, 3), random_tensor(DType::float32, s, 4)}, {false, false},
+                                2, {l, l}, l),
+                   1e-6, op + in);
+    }
+    // A fused chain keeping zero (x + in1, then Relu) runs too; one adding a constant does not.
+    for (const char* second : {"Relu", "Add,x,c0.5"}) {
+      ir::Node chain = make_node("FusedElementwise", 2, 1);
+      chain.domain = ir::kInternalDomain;
+      ir::Attribute ops;
+      ops.type = ir::Attribute::Type::strings;
+      ops.strings = {"Add,x,in1", second};
+      chain.attrs["ops"] = ops;
+      auto r = check_tactic(*find_tactic(chain.op, "raw_buffer"), chain,
+                            {random_tensor(DType::float32, s, 8), random_tensor(DType::float32, s, 9)}, {false, false}, 1,
+                            {l, l}, l);
+      if (std::string(second) == "Relu") expect_close(r, 1e-6, "FusedElementwise" + in);
+      else EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << "chain adding 0.5" << in;
+    }
+    Tensor lo = Tensor::create(DType::float32, {}).value(), hi = Tensor::create(DType::float32, {}).value();
+    lo.set_f64(0, 0.0);
+    hi.set_f64(0, 0.5);
+    ir::Node clip = make_node("Clip", 3, 1);
+    expect_close(check_tactic(*find_tactic(clip.op, "raw_buffer"), clip, {random_tensor(DType::float32, s, 5), lo, hi},
+                              {false, true, true}, 1, {l}, l),
+                 0, "Clip(0, 0.5)" + in);
+    // Clip(0.1, 0.5) would write 0.1 into the padding; Sigmoid has no raw_buffer row at all.
+    lo.set_f64(0, 0.1);
+    auto bad = check_tactic(*find_tactic(clip.op, "raw_buffer"), clip, {random_tensor(DType::float32, s, 5), lo, hi},
+                            {false, true, true}, 1, {l}, l);
+    EXPECT_EQ(bad.status.kind(), ErrorKind::not_applicable) << "Clip(0.1, 0.5)" << in;
+    EXPECT_EQ(find_tactic(ir::OpKind::Sigmoid, "raw_buffer"), nullptr);
+    // Broadcasting an operand would touch the padding.
+    ir::Node add = make_node("Add", 2, 1);
+    auto bc = check_tactic(*find_tactic(add.op, "raw_buffer"), add,
+                           {random_tensor(DType::float32, s, 3), random_tensor(DType::float32, {1, 24, 1, 1}, 4)},
+                           {false, false}, 1, {l, l}, l);
+    EXPECT_EQ(bc.status.kind(), ErrorKind::not_applicable) << "broadcast Add" << in;
+
+    // Concat along channels: blocked needs every C a multiple of the block.
+    ir::Node cat = make_node("Concat", 2, 1);
+    set_attr(cat, "axis", int64_t{1});
+    const int64_t b = ir::is_blocked(l) ? ir::layout_block(l) : 5;
+    for (int64_t n : {int64_t{1}, int64_t{2}})
+      expect_close(check_tactic(*find_tactic(cat.op, "raw_buffer"), cat,
+                                {random_tensor(DType::float32, {n, b, 3, 4}, 6), random_tensor(DType::float32, {n, 2 * b, 3, 4}, 7)},
+                                {false, false}, 2, {l, l}, l),
+                   0, "Concat" + in);
+    if (ir::is_blocked(l)) {
+      auto odd = check_tactic(*find_tactic(cat.op, "raw_buffer"), cat,
+                              {random_tensor(DType::float32, {1, 5, 3, 4}, 6), random_tensor(DType::float32, {1, 16, 3, 4}, 7)},
+                              {false, false}, 1, {l, l}, l);
+      EXPECT_EQ(odd.status.kind(), ErrorKind::not_applicable) << "Concat of C=5" << in;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the rewrite
+
+ir::Model load(const ModelBuilder& mb) {
+  auto m = mb.load();
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  return std::move(m).value();
+}
+
+int count_op(const ir::Graph& g, ir::OpKind op) {
+  int k = 0;
+  for (const ir::Node& n : g.nodes) k += n.op == op;
+  return k;
+}
+
+// Builds, runs on random inputs, compares with the reference interpreter; returns the plan.
+std::unique_ptr<runtime::Engine> build_and_check(const ir::Model& m, const std::string& route) {
+  auto e = test::build_engine(m, route);
+  EXPECT_TRUE(e.is_ok()) << route << ": " << e.status().to_string();
+  if (!e) return nullptr;
+  for (uint64_t seed : {1u, 2u}) {
+    std::vector<Tensor> in = test::random_inputs(**e, seed);
+    auto got = (*e)->run(in);
+    EXPECT_TRUE(got.is_ok()) << route << ": " << got.status().to_string();
+    auto want = test::reference_outputs(m, in);
+    EXPECT_TRUE(want.is_ok());
+    if (got && want) {
+      EXPECT_EQ(test::compare_outputs(*got, *want, 1e-4, 1e-4), "") << route << ": " << test::op_list((*e)->plan().model.graph);
+    }
+  }
+  return std::move(e).value();
+}
+
+// As build_and_check, for routes with a bf16 node: relative l2 within 3e-2 of the reference.
+std::unique_ptr<runtime::Engine> build_and_check_lowp(const ir::Model& m, const std::string& route) {
+  auto e = test::build_engine(m, route);
+  EXPECT_TRUE(e.is_ok()) << route << ": " << e.status().to_string();
+  if (!e) return nullptr;
+  std::vector<Tensor> in = test::random_inputs(**e, 1);
+  auto got = (*e)->run(in);
+  auto want = test::reference_outputs(m, in);
+  EXPECT_TRUE(got.is_ok() && want.is_ok());
+  if (got && want)
+    for (size_t o = 0; o < got->size(); ++o) {
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < (*want)[o].numel(); ++i) {
+        const double d = (*got)[o].get_f64(i) - (*want)[o].get_f64(i);
+        num += d * d;
+        den += (*want)[o].get_f64(i) * (*want)[o].get_f64(i);
+      }
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 3e-2) << route << " output " << o;
+    }
+  return std::move(e).value();
+}
+
+// A small CNN: conv(3->24, s2) relu, maxpool, conv 1x1 (24->16) and conv 3x3 (24->16) side by
+// side, Concat (32 channels), residual conv + Add, Relu, GlobalAveragePool, Flatten, Gemm. The
+// concat output is also a graph output.
+ir::Model small_cnn() {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "3", "20", "20"});
+  test::initializer_random(m, "w0", {24, 3, 3, 3}, 1, 0.3f);
+  test::initializer_random(m, "b0", {24}, 2);
+  auto* c0 = m.node("Conv", {"x", "w0", "b0"}, {"c0"}, "conv0");
+  test::attr_ints(c0, "strides", {2, 2});
+  test::attr_ints(c0, "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c0"}, {"r0"}, "relu0");
+  auto* mp = m.node("MaxPool", {"r0"}, {"p0"}, "pool0");
+  test::attr_ints(mp, "kernel_shape", {3, 3});
+  test::attr_ints(mp, "pads", {1, 1, 1, 1});
+  test::initializer_random(m, "wa", {16, 24, 1, 1}, 3, 0.3f);
+  test::initializer_random(m, "wb", {16, 24, 3, 3}, 4, 0.1f);
+  m.node("Conv", {"p0", "wa"}, {"ca"}, "conva");
+  auto* cb = m.node("Conv", {"p0", "wb"}, {"cb"}, "convb");
+  test::attr_ints(cb, "pads", {1, 1, 1, 1});
+  auto* cat = m.node("Concat", {"ca", "cb"}, {"cat"}, "concat");
+  test::attr_i(cat, "axis", 1);
+  test::initializer_random(m, "wc", {32, 32, 3, 3}, 5, 0.1f);
+  auto* cc = m.node("Conv", {"cat", "wc"}, {"cc"}, "convc");
+  test::attr_ints(cc, "pads", {1, 1, 1, 1});
+  m.node("Add", {"cc", "cat"}, {"s"}, "add");
+  m.node("Relu", {"s"}, {"rs"}, "relu1");
+  m.node("GlobalAveragePool", {"rs"}, {"gp"}, "gap");
+  m.node("Flatten", {"gp"}, {"f"}, "flatten");
+  test::initializer_random(m, "fw", {5, 32}, 6);
+  auto* g = m.node("Gemm", {"f", "fw"}, {"y"}, "fc");
+  test::attr_i(g, "transB", 1);
+  m.output("y", 1, {});
+  m.output("cat", 1, {});
+  return load(m);
+}
+
+TEST(LayoutRewrite, DefaultRouteIsPlain) {
+  auto e = build_and_check(small_cnn(), "");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->plan().report.reformats, 0);
+  EXPECT_EQ(count_op(e->plan().model.graph, ir::OpKind::Reformat), 0);
+  for (const ir::Value& v : e->plan().model.graph.values) EXPECT_EQ(v.layout, Layout::nchw) << v.name;
+}
+
+TEST(LayoutRewrite, RegionsStayInTheLayoutWithFewReformats) {
+  const ir::Model m = small_cnn();
+  for (const char* l : {"blocked", "nhwc"}) {
+    for (const char* extra : {"", " pass.fuse_conv=off", " memory.concat_alias=off threads=1"}) {
+      const std::string route = std::string("layout.default=") + l + extra;
+      SCOPED_TRACE(route);
+      auto e = build_and_check(m, route);
+      ASSERT_TRUE(e);
+      const builder::Plan& p = e->plan();
+      const ir::Graph& g = p.model.graph;
+      EXPECT_EQ(p.report.reformats, count_op(g, ir::OpKind::Reformat));
+      // conv0 reads x (3 channels) as it is; the region runs to the GlobalAveragePool; out of
+      // it: the pooled vector for Flatten and the concat for the graph output. In nhwc a
+      // Concat is no slice of buffers, but it still runs in place of the layout.
+      EXPECT_EQ(p.report.reformats, 2) << test::op_list(g);
+      int moved_convs = 0;
+      for (const std::string& s : p.report.layouts) moved_convs += s.rfind("conv", 0) == 0;
+      EXPECT_EQ(moved_convs, 4);
+      for (int v : g.outputs) EXPECT_EQ(g.values[static_cast<size_t>(v)].layout, Layout::nchw);
+      const Layout want = std::string(l) == "nhwc" ? Layout::nhwc : builder::blocked_layout();
+      for (const builder::PlanStep& st : p.steps) {
+        const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+        if (n.op == ir::OpKind::MaxPool || n.op == ir::OpKind::Concat || n.op == ir::OpKind::GlobalAveragePool) {
+          EXPECT_EQ(p.values[static_cast<size_t>(st.outputs[0])].layout, want) << n.name;
+        }
+        if (n.op == ir::OpKind::Reformat) {
+          EXPECT_EQ(std::string(st.tactic->name), "onednn_reorder");
+        }
+      }
+      // Blocked buffers hold padded channels: c0 (24 channels) takes 32 with 16-blocks.
+      for (size_t v = 0; v < g.values.size(); ++v)
+        if (p.values[v].kind == builder::PlanValue::Kind::arena) {
+          EXPECT_EQ(p.values[v].bytes, 4 * ir::physical_numel(p.values[v].shape, p.values[v].layout)) << g.values[v].name;
+        }
+    }
+  }
+}
+
+// One convolution between plain ops: by default it is not flipped into a layout for two
+// reformats; pinned per node, it is (and the outputs still match).
+TEST(LayoutRewrite, LoneConvDoesNotPingPongUnlessPinned) {
+  ModelBuilder mb(17);
+  mb.input("x", 1, {"1", "16", "6", "6"});
+  mb.node("Sigmoid", {"x"}, {"s"}, "sig");
+  test::initializer_random(mb, "w", {16, 16, 3, 3}, 1, 0.2f);
+  auto* c = mb.node("Conv", {"s", "w"}, {"c"}, "conv");
+  test::attr_ints(c, "pads", {1, 1, 1, 1});
+  mb.node("Sigmoid", {"c"}, {"y"}, "sig2");
+  mb.output("y", 1, {});
+  const ir::Model m = load(mb);
+  auto e = build_and_check(m, "layout.default=blocked");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->plan().report.reformats, 0);
+  EXPECT_TRUE(e->plan().report.layouts.empty());
+  auto pinned = build_and_check(m, "layout.conv=nhwc");
+  ASSERT_TRUE(pinned);
+  EXPECT_EQ(pinned->plan().report.reformats, 2);
+  ASSERT_EQ(pinned->plan().report.layouts.size(), 1u);
+  EXPECT_EQ(pinned->plan().report.layouts[0], "conv: nhwc");
+  // Per node against the default: layout.convc=nchw ends the region at the Concat, whose plain
+  // copy (the graph output) convc then reads; the rest of the graph stays plain.
+  auto mixed = build_and_check(small_cnn(), "layout.default=blocked layout.convc=nchw");
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ(mixed->plan().report.reformats, 1);
+  for (const std::string& s : mixed->plan().report.layouts) EXPECT_EQ(s.rfind("convc", 0), std::string::npos) << s;
+}
+
+TEST(LayoutRewrite, KnobsAndErrorsNameTheNode) {
+  const ir::Model m = small_cnn();
+  auto space = builder::knob_space(m, {});
+  ASSERT_TRUE(space.is_ok()) << space.status().to_string();
+  const builder::Knob* def = space->find("layout.default");
+  ASSERT_TRUE(def);
+  EXPECT_EQ(def->values, (std::vector<std::string>{"nchw", "nhwc", "blocked"}));
+  EXPECT_EQ(def->default_value, "nchw");
+  const builder::Knob* k = space->find("layout.convb");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->values, (std::vector<std::string>{"default", "nchw", "nhwc", "blocked"}));
+  EXPECT_EQ(k->group.rfind("layout:", 0), 0u);
+  EXPECT_EQ(space->find("layout.gap"), nullptr);  // only convolutions have layout knobs
+  // A value outside the domain is refused by the route check, naming the knob.
+  auto bad = test::build_engine(m, "layout.convb=nchw4c");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("layout.convb"), std::string::npos) << bad.status().to_string();
+  // A pinned plain-only tactic wins over layout.default (logged), and over layout.<node> too.
+  auto e = build_and_check(m, "layout.default=blocked tactic.convc=im2col_gemm");
+  ASSERT_TRUE(e);
+  bool logged = false;
+  for (const std::string& s : e->plan().report.pass_log) logged |= s.find("convc stays nchw") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
+
+TEST(LayoutRewrite, LowerPrecisionWinsOverLayout) {
+  if (!kernels::cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16";
+  const ir::Model m = small_cnn();
+  auto e = test::build_engine(m, "layout.default=blocked precision.convc=bf16");
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  for (const std::string& s : (*e)->plan().report.layouts) EXPECT_EQ(s.rfind("convc", 0), std::string::npos) << s;
+  auto pinned = build_and_check_lowp(m, "layout.convc=blocked precision.convc=bf16");
+  ASSERT_TRUE(pinned);
+  bool logged = false;
+  for (const std::string& s : pinned->plan().report.pass_log) logged |= s.find("convc stays nchw") != std::string::npos;
+  EXPECT_TRUE(logged);
+  EXPECT_TRUE(pinned->plan().report.layouts.empty());
+}
+
+}  // namespace
+}  // namespace tac
