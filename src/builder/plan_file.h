@@ -9,7 +9,8 @@
 
 namespace tac::builder {
 
-inline constexpr uint32_t kPlanFormatVersion = 1;
+// 2: dynamic values and steps (PlanValue::Kind::dynamic, PlanStep::dynamic), bound symbolic dims.
+inline constexpr uint32_t kPlanFormatVersion = 2;
 
 Status save_plan(const Plan& plan, const std::string& path);
 // Loads and re-links a plan (tactics by name); fails when the file is corrupt, from another
