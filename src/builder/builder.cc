@@ -88,9 +88,13 @@ bool shape_needs_constant(const ir::Node& n, size_t input) {
     case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceLogSum:
     case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare:
       return input >= 1;
-    case OpKind::Slice: case OpKind::Pad: case OpKind::Resize:
+    case OpKind::Slice: case OpKind::Pad: case OpKind::Resize: case OpKind::DFT: case OpKind::STFT:
+    case OpKind::Col2Im: case OpKind::AffineGrid:
       return input >= 1;
-    case OpKind::ConstantOfShape: case OpKind::Range:
+    case OpKind::MaxUnpool:
+      return input >= 2;
+    case OpKind::ConstantOfShape: case OpKind::Range: case OpKind::BlackmanWindow: case OpKind::HammingWindow:
+    case OpKind::HannWindow: case OpKind::MelWeightMatrix:
       return true;
     default:
       return false;
@@ -194,6 +198,12 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   ir::Model m = src;
   ir::Graph& g = m.graph;
   name_nodes(g);
+  // The plan trusts only the types it derives (shape inference rules and probes, both exact for
+  // the bound input shapes), not those the file declares for computed values: a declared output
+  // shape of a data-dependent node can be wrong (the reference interpreter ignores it too), and
+  // where nothing derives a shape the value is dynamic.
+  for (ir::Value& v : g.values)
+    if (!v.is_input && !v.initializer && !v.is_outer) v.type = ir::ValueType{};
   // Symbolic dims take the values bound in opts.dims, else 1: the plan is built for those sizes.
   // Inputs with no declared shape, sequences and optionals stay dynamic values.
   for (int v : g.inputs) {

@@ -73,6 +73,17 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     e->views_.push_back(std::move(views));
   }
   p.workspace_bytes = workspace;
+  // Dynamic values are freed after their last reader (graph outputs live to the end).
+  e->release_after_.resize(p.steps.size());
+  if (e->dynamic_) {
+    std::vector<int> last(g.values.size(), -1);
+    for (size_t s = 0; s < p.steps.size(); ++s)
+      for (int v : p.steps[s].inputs)
+        if (v != ir::kNoValue) last[static_cast<size_t>(v)] = static_cast<int>(s);
+    for (int v : g.outputs) last[static_cast<size_t>(v)] = -1;
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (p.values[v].is_dynamic() && last[v] >= 0) e->release_after_[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+  }
   if (on_device) {
     TAC_ASSIGN_OR_RETURN(e->dev_workspace_, cuda::DeviceBuffer::allocate(static_cast<size_t>(workspace)));
     e->workspace_ = static_cast<std::byte*>(e->dev_workspace_.get());
@@ -244,6 +255,7 @@ Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std
     for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>(inputs[pos].tensor.raw());
     auto t0 = step_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Status st = p.steps[s].dynamic ? run_dynamic_step(s, inputs, dynamic_values) : kernels_[s]->run(v.in, v.out, workspace_);
+    for (int id : release_after_[s]) dynamic_values[static_cast<size_t>(id)] = Datum();
     if (on_device && step_ns && st.is_ok()) st = cuda::synchronize();
     if (step_ns) (*step_ns)[s] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     if (!st) {

@@ -219,10 +219,10 @@ TEST(DynamicPlan, IfAndLoopRunAsDynamicSteps) {
     }
 }
 
-// A declared output shape that a run contradicts: the If's output is planned static (float[3],
-// as declared), and the else branch gives float[6]. The run fails naming the node and both
-// shapes; no crash, no silent wrong answer.
-TEST(DynamicPlan, PlannedShapeContradictedAtRunTimeIsAnError) {
+// A declared output shape that a run contradicts: the file declares the If's output float[3], and
+// the else branch gives float[6]. The builder trusts only shapes it derives, so the If is a
+// dynamic step and the engine gives what the reference gives, in both branches.
+TEST(DynamicPlan, DeclaredShapesOfComputedValuesAreNotTrusted) {
   ModelBuilder mb(17);
   mb.input("cond", 9, {});
   mb.input("x", 1, {"3"});
@@ -238,14 +238,9 @@ TEST(DynamicPlan, PlannedShapeContradictedAtRunTimeIsAnError) {
   ir::Model m = mb.load().value();
   auto e = test::build_engine(m, "");
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_TRUE(step_of((*e)->plan(), "if").dynamic);
   const Tensor x = kernels::random_tensor(DType::float32, {3}, 1);
-  EXPECT_EQ(compare_with_reference(**e, m, {bool_scalar(true), x}), "");
-  auto bad = (*e)->run_values({bool_scalar(false), x});
-  ASSERT_FALSE(bad.is_ok());
-  EXPECT_EQ(bad.status().kind(), ErrorKind::invalid_model) << bad.status().to_string();
-  EXPECT_NE(bad.status().message().find("'if'"), std::string::npos) << bad.status().message();
-  EXPECT_NE(bad.status().message().find("float[6]"), std::string::npos) << bad.status().message();
-  EXPECT_NE(bad.status().message().find("float[3]"), std::string::npos) << bad.status().message();
+  for (bool cond : {true, false}) EXPECT_EQ(compare_with_reference(**e, m, {bool_scalar(cond), x}), "");
 }
 
 // A sequence input and a sequence output: engines take and give any run-time value.

@@ -478,7 +478,7 @@ TEST(BuilderPasses, ShapeChainWithoutConstantFoldingIsBuiltOrRefusedCleanly) {
   std::vector<Tensor> in = test::random_inputs(**e, 3);
   auto got = (*e)->run(in);
   auto want = test::reference_outputs(model, in);
-  ASSERT_TRUE(got.is_ok() && want.is_ok());
+  ASSERT_TRUE(got.is_ok() && want.is_ok()) << got.status().to_string() << " / " << want.status().to_string();
   EXPECT_EQ(test::compare_outputs(*got, *want, kAtol, kRtol), "");
 }
 
