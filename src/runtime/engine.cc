@@ -230,18 +230,22 @@ Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std
     return invalid_argument("the engine takes " + std::to_string(g.inputs.size()) + " inputs, " +
                             std::to_string(inputs.size()) + " given");
   const bool dynamic = dynamic_;
-  if (dynamic) TAC_RETURN_IF_ERROR(ref::check_inputs(g, inputs));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const builder::PlanValue& pv = p.values[static_cast<size_t>(g.inputs[i])];
+    const ir::Value& val = g.values[static_cast<size_t>(g.inputs[i])];
+    if (val.type.kind == ir::ValueKind::sequence && inputs[i].kind != Datum::Kind::sequence)
+      return invalid_argument("input '" + val.name + "': expected a sequence (" + val.type.to_string() + ")");
     if (pv.is_dynamic()) continue;
     const Tensor& t = inputs[i].tensor;
     if (inputs[i].kind != Datum::Kind::tensor || t.dtype() != pv.dtype || t.shape() != pv.shape)
-      return invalid_argument("input '" + g.values[static_cast<size_t>(g.inputs[i])].name + "': the plan was built for " +
+      return invalid_argument("input '" + val.name + "': the plan was built for " +
                               dtype_name(pv.dtype) + shape_to_string(pv.shape) + ", got " +
                               (inputs[i].kind == Datum::Kind::tensor ? dtype_name(t.dtype()) + shape_to_string(t.shape())
                                                                      : std::string("a sequence or optional")) +
                               (p.dims.empty() ? "" : " (built for " + builder::dims_to_string(p.dims) + "; rebuild with --dim for other sizes)"));
   }
+  // Dynamic inputs: the kind, dtype and known dims the graph declares.
+  if (dynamic) TAC_RETURN_IF_ERROR(ref::check_inputs(g, inputs));
   // Dynamic values of this run, by value id (empty for a fixed-shape plan).
   std::vector<Datum> dynamic_values(dynamic ? g.values.size() : 0);
   for (size_t i = 0; i < inputs.size() && dynamic; ++i)

@@ -268,13 +268,31 @@ TEST(DynamicPlan, SequenceInputAndOutput) {
     for (size_t i = 0; i < items; ++i) ts.push_back(kernels::random_tensor(DType::float32, {int64_t(i + 1), 2}, i + 1));
     EXPECT_EQ(compare_with_reference(**e, m, {Datum::make_sequence(ts, DType::float32)}), "");
   }
-  // The Tensor API cannot return a sequence: a clear error naming the output.
+  // A tensor where the graph takes a sequence: refused, naming the input.
+  auto wrong = (*e)->run_values({kernels::random_tensor(DType::float32, {1, 2}, 1)});
+  ASSERT_FALSE(wrong.is_ok());
+  EXPECT_NE(wrong.status().message().find("input 'seq': expected a sequence"), std::string::npos) << wrong.status().message();
   auto r = (*e)->run_values({Datum::make_sequence({kernels::random_tensor(DType::float32, {1, 2}, 1)}, DType::float32)});
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ((*r)[2].kind, Datum::Kind::sequence);
-  auto bad = (*e)->run({kernels::random_tensor(DType::float32, {1, 2}, 1)});
+}
+
+// The Tensor API cannot return a sequence: a clear error naming the output (run_values can).
+TEST(DynamicPlan, TensorApiRefusesASequenceOutput) {
+  ModelBuilder mb(17);
+  mb.input("x", 1, {"4", "2"});
+  mb.node("SplitToSequence", {"x"}, {"parts"}, "split");
+  auto* out = mb.m.mutable_graph()->add_output();
+  out->set_name("parts");
+  out->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
+  ir::Model m = mb.load().value();
+  auto e = test::build_engine(m, "");
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  const Tensor x = kernels::random_tensor(DType::float32, {4, 2}, 1);
+  auto bad = (*e)->run({x});
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("seq"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("output 'parts' is a sequence"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(compare_with_reference(**e, m, {x}), "");
 }
 
 // Symbolic dims: the plan is built for the bound sizes, records them, and refuses other sizes
