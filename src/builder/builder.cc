@@ -98,9 +98,13 @@ bool shape_needs_constant(const ir::Node& n, size_t input) {
     case OpKind::ReduceProd: case OpKind::ReduceL1: case OpKind::ReduceL2: case OpKind::ReduceLogSum:
     case OpKind::ReduceLogSumExp: case OpKind::ReduceSumSquare:
       return input >= 1;
-    case OpKind::Slice: case OpKind::Pad: case OpKind::Resize:
+    case OpKind::Slice: case OpKind::Pad: case OpKind::Resize: case OpKind::DFT: case OpKind::STFT:
+    case OpKind::Col2Im: case OpKind::AffineGrid:
       return input >= 1;
-    case OpKind::ConstantOfShape: case OpKind::Range:
+    case OpKind::MaxUnpool:
+      return input >= 2;
+    case OpKind::ConstantOfShape: case OpKind::Range: case OpKind::BlackmanWindow: case OpKind::HammingWindow:
+    case OpKind::HannWindow: case OpKind::MelWeightMatrix:
       return true;
     default:
       return false;
@@ -118,11 +122,11 @@ bool data_dependent(ir::OpKind op) {
 }
 
 // Runs `n`'s reference kernel once on random inputs of the known shapes (constants: their real
-// data) and records its output types. not_applicable when the output shape could depend on data.
+// data) and records its output types. not_applicable when the output shape could depend on data:
+// the output stays unknown, a dynamic value of the plan.
 Status probe_shapes(ir::Graph& g, const ir::Node& n) {
   if (data_dependent(n.op) || !ref::reference_supports(n))
-    return Status(ErrorKind::not_applicable, n.label() + ": output shape depends on data or cannot be inferred; the "
-                                                         "builder makes fixed-shape plans (use `tactician run --reference`)");
+    return Status(ErrorKind::not_applicable, n.label() + ": output shape depends on data or cannot be inferred");
   std::vector<Datum> data(n.inputs.size());
   std::vector<const Datum*> ptrs;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -137,7 +141,7 @@ Status probe_shapes(ir::Graph& g, const ir::Node& n) {
     } else {
       if (!fully_known(val.type) || shape_needs_constant(n, i))
         return Status(ErrorKind::not_applicable, n.label() + ": the shape of its output depends on input '" + val.name +
-                                                     "', which is computed at run time; the builder makes fixed-shape plans");
+                                                     "', which is computed at run time");
       // Only shapes matter here. Integer inputs are zeros: a valid index for every Gather-like op
       // (random integers would be out of range and make the probe fail for no reason).
       auto zeros = Tensor::create(val.type.dtype, shape_of(val.type));
@@ -159,7 +163,7 @@ Status probe_shapes(ir::Graph& g, const ir::Node& n) {
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     if (n.outputs[i] == ir::kNoValue) continue;
     const Datum& d = kc.outputs()[i];
-    if (d.kind != Datum::Kind::tensor) return unsupported(n.label() + ": non-tensor outputs cannot be planned");
+    if (d.kind != Datum::Kind::tensor) return Status(ErrorKind::not_applicable, n.label() + ": non-tensor output");
     ir::ValueType& t = g.values[static_cast<size_t>(n.outputs[i])].type;
     t.kind = ir::ValueKind::tensor;
     t.dtype = d.tensor.dtype();
@@ -175,9 +179,9 @@ Status probe_shapes(ir::Graph& g, const ir::Node& n) {
 }
 
 // Fills in output types that shape inference has no rule for, by probing (see probe_shapes).
-// `strict`: every value must end up known (else an error naming the node); otherwise nodes that
-// cannot be probed yet are skipped (a later constant fold may make them probe-able).
-Status complete_shapes(ir::Model& m, bool strict) {
+// Nodes that cannot be probed (yet: a later constant fold may make them probe-able) keep unknown
+// outputs, which the plan makes dynamic values.
+Status complete_shapes(ir::Model& m) {
   ir::Graph& g = m.graph;
   TAC_RETURN_IF_ERROR(ir::infer_shapes(m));
   bool probed = false;
@@ -186,10 +190,7 @@ Status complete_shapes(ir::Model& m, bool strict) {
     for (int v : n.outputs) missing |= v != ir::kNoValue && !fully_known(g.values[static_cast<size_t>(v)].type);
     if (!missing) continue;
     Status st = probe_shapes(g, n);
-    if (st.kind() == ErrorKind::not_applicable) {
-      if (strict) return unsupported(st.message());
-      continue;
-    }
+    if (st.kind() == ErrorKind::not_applicable) continue;
     TAC_RETURN_IF_ERROR(st);
     probed = true;
   }
@@ -207,19 +208,24 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   ir::Model m = src;
   ir::Graph& g = m.graph;
   name_nodes(g);
+  // The plan trusts only the types it derives (shape inference rules and probes, both exact for
+  // the bound input shapes), not those the file declares for computed values: a declared output
+  // shape of a data-dependent node can be wrong (the reference interpreter ignores it too), and
+  // where nothing derives a shape the value is dynamic.
+  for (ir::Value& v : g.values)
+    if (!v.is_input && !v.initializer && !v.is_outer) v.type = ir::ValueType{};
+  // Symbolic dims take the values bound in opts.dims, else 1: the plan is built for those sizes.
+  // Inputs with no declared shape, sequences and optionals stay dynamic values.
   for (int v : g.inputs) {
     ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
-    if (t.kind != ir::ValueKind::tensor)
-      return unsupported("input '" + g.values[static_cast<size_t>(v)].name + "': only tensor inputs can be built");
-    if (!t.has_shape || t.dtype == DType::undefined)
-      return unsupported("input '" + g.values[static_cast<size_t>(v)].name + "' has no declared type and shape");
+    if (t.kind != ir::ValueKind::tensor || !t.has_shape) continue;
     for (ir::Dim& d : t.dims) {
       if (d.known()) continue;
       auto it = opts.dims.find(d.symbol);
       d.value = it != opts.dims.end() ? it->second : 1;
     }
   }
-  TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/false));
+  TAC_RETURN_IF_ERROR(complete_shapes(m));
   PassContext ctx{m, {}, 1};
   for (const Pass& p : pass_pipeline()) {
     if (!route.on(std::string("pass.") + p.name)) continue;
@@ -231,11 +237,11 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
       size_t before = g.nodes.size();
       Status st = p.run(g, ctx);
       if (!st) return st.with_context(std::string("pass ") + p.name + ": ");
-      TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/false));
+      TAC_RETURN_IF_ERROR(complete_shapes(m));
       if (g.nodes.size() == before) break;
     }
   }
-  TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
+  TAC_RETURN_IF_ERROR(complete_shapes(m));
   // Precision after the fusions: a fused node (bias, residual, activation) is what computes in
   // lower precision, and the casts go around it, not inside it.
   const std::map<std::string, std::string> choice = chosen_precisions(g, route, report ? &report->inactive : nullptr);
@@ -277,7 +283,7 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
     report->quantizes = pr.quantizes;
     report->calibration = calib ? calib->source : "";
   }
-  TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
+  TAC_RETURN_IF_ERROR(complete_shapes(m));
   // Layouts last: they follow the nodes and dtypes the fusions and precision leave (a bf16 or
   // int8 node and its casts stay nchw).
   LayoutReport lr;
@@ -287,7 +293,7 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
     report->reformats = lr.reformats;
     report->layouts = std::move(lr.nodes);
   }
-  TAC_RETURN_IF_ERROR(complete_shapes(m, /*strict=*/true));
+  TAC_RETURN_IF_ERROR(complete_shapes(m));
   if (log) *log = std::move(ctx.log);
   return m;
 }
@@ -308,6 +314,19 @@ std::vector<int> implicit_inputs(const ir::Graph& g, const ir::Node& n) {
   return out;
 }
 
+// A value the plan holds at run time only: not a constant, and its dtype or some dim is unknown
+// at build time (or it is a sequence or optional).
+bool dynamic_value(const ir::Value& v) { return !v.initializer && !fully_known(v.type); }
+
+// Dynamic steps run on the host, between buffers allocated at run time: the CUDA backend's
+// device plans have neither, so it refuses them, naming the node.
+Status check_backend_takes(const kernels::StepDesc& s, kernels::Backend backend) {
+  if (!s.dynamic || backend == kernels::Backend::cpu) return Status::ok();
+  return unsupported(s.node->label() + ": a dynamic step (a shape known only at run time, or a sequence or optional "
+                                       "value); the " + std::string(kernels::backend_name(backend)) +
+                     " backend builds fixed-shape plans only (build with --backend cpu)");
+}
+
 struct Ranked {
   std::vector<std::pair<const kernels::Tactic*, double>> candidates;  // applicable, by cost
   std::vector<std::string> not_applicable;
@@ -317,6 +336,11 @@ Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults, kernels::Ba
   Ranked r;
   const bool plain = s.plain();
   for (const kernels::Tactic* t : kernels::tactics_for(s.node->op, backend, planted_faults)) {
+    if (s.dynamic && !t->dynamic_shapes) {
+      r.not_applicable.push_back(std::string(t->name) + ": takes shapes fixed at build time only, and this step's are "
+                                                        "known at run time");
+      continue;
+    }
     Status st = plain || t->layouts ? t->applies(s) : kernels::not_applicable("reads and writes nchw only");
     if (st.is_ok()) r.candidates.emplace_back(t, t->cost(s));
     else r.not_applicable.push_back(std::string(t->name) + ": " + st.message());
@@ -474,6 +498,8 @@ kernels::StepDesc step_desc(const ir::Graph& g, const ir::Node& n, const std::ve
   kernels::StepDesc s;
   s.node = &n;
   s.threads = threads;
+  for (const std::vector<int>* vs : {&inputs, &n.outputs})
+    for (int v : *vs) s.dynamic = s.dynamic || (v != ir::kNoValue && dynamic_value(g.values[static_cast<size_t>(v)]));
   for (int v : inputs) {
     if (v == ir::kNoValue) {
       s.in_dtypes.push_back(DType::undefined);
@@ -619,7 +645,9 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       if (variant >= 2 && !values.count(n.name)) continue;
       std::vector<int> inputs = n.inputs;
       for (int v : implicit_inputs(g->graph, n)) inputs.push_back(v);
-      Ranked r2 = rank_tactics(step_desc(g->graph, n, inputs, threads), opts.planted_faults, opts.backend);
+      const kernels::StepDesc desc = step_desc(g->graph, n, inputs, threads);
+      TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
+      Ranked r2 = rank_tactics(desc, opts.planted_faults, opts.backend);
       if (r2.candidates.empty()) return unsupported(n.label() + ": no tactic applies (" +
                                                     (r2.not_applicable.empty() ? "no kernel for this op" : r2.not_applicable[0]) + ")");
       auto [it, fresh] = values.emplace(n.name, std::vector<std::string>{"auto"});
@@ -673,6 +701,9 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   plan.backend = opts.backend;
   plan.threads = static_cast<int>(view.get_int("threads"));
   TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log, /*calibrate=*/true, &plan.report));
+  for (int v : m.graph.inputs)
+    for (const ir::Dim& d : m.graph.values[static_cast<size_t>(v)].type.dims)
+      if (!d.known() && !d.symbol.empty()) plan.dims[d.symbol] = opts.dims.count(d.symbol) ? opts.dims.at(d.symbol) : 1;
   const ir::Graph& g = plan.model.graph;
 
   // Tactic selection.
@@ -685,6 +716,8 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     for (int v : implicit_inputs(g, n)) step.inputs.push_back(v);
     step.outputs = n.outputs;
     kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
+    TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
+    step.dynamic = desc.dynamic;
     Ranked ranked = rank_tactics(desc, opts.planted_faults, opts.backend);
     if (prune > 0 && static_cast<int64_t>(ranked.candidates.size()) > prune) ranked.candidates.resize(static_cast<size_t>(prune));
     if (ranked.candidates.empty())
@@ -761,12 +794,14 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     pv.dtype = val.type.dtype;
     pv.shape = shape_of(val.type);
     pv.layout = val.layout;
-    pv.bytes = static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, ir::physical_numel(pv.shape, pv.layout));
+    const bool dynamic = dynamic_value(val);
+    pv.bytes = dynamic ? 0
+                       : static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, ir::physical_numel(pv.shape, pv.layout));
     // A constant no step reads (a Gemm bias or BatchNorm parameters a pass replaced) is not
     // part of the plan: the plan file's graph export drops it, and it is not a weight.
     if (val.initializer) pv.kind = last[v] >= 0 ? PlanValue::Kind::constant : PlanValue::Kind::unused;
-    else if (val.is_input) pv.kind = PlanValue::Kind::input;
-    else if (first[v] >= 0) pv.kind = PlanValue::Kind::arena;
+    else if (val.is_input) pv.kind = dynamic ? PlanValue::Kind::dynamic : PlanValue::Kind::input;
+    else if (first[v] >= 0) pv.kind = dynamic ? PlanValue::Kind::dynamic : PlanValue::Kind::arena;
   }
   // Concat elimination: each input a Concat can take in place lives inside the output's buffer
   // at its slice, so its producer writes there and the Concat copies nothing.
@@ -800,7 +835,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
         continue;
       }
       int in0 = st.inputs.empty() ? ir::kNoValue : st.inputs[0];
-      if (o == 0 && inplace && in_place_op(n) && in0 != ir::kNoValue && group[static_cast<size_t>(in0)] >= 0 &&
+      if (o == 0 && inplace && !st.dynamic && in_place_op(n) && in0 != ir::kNoValue && group[static_cast<size_t>(in0)] >= 0 &&
           !sliced(v) && !sliced(in0) &&
           last[static_cast<size_t>(in0)] == s && plan.values[static_cast<size_t>(in0)].bytes == plan.values[static_cast<size_t>(v)].bytes &&
           plan.values[static_cast<size_t>(in0)].dtype == plan.values[static_cast<size_t>(v)].dtype &&
@@ -823,6 +858,18 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])] + ca.byte_offset[v];
   plan.report.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
+}
+
+std::string dims_to_string(const std::map<std::string, int64_t>& dims) {
+  std::string s;
+  for (const auto& [name, v] : dims) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(v);
+  return s;
+}
+
+int Plan::dynamic_steps() const {
+  int n = 0;
+  for (const PlanStep& st : steps) n += st.dynamic;
+  return n;
 }
 
 int64_t Plan::weight_bytes() const {

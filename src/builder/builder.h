@@ -12,7 +12,7 @@ namespace tac::builder {
 
 struct BuildOptions {
   // Values of symbolic input dims ("batch" -> 1). Unbound symbols are 1. Plans are built for
-  // fixed shapes.
+  // these sizes (Plan::dims); only data-dependent shapes become dynamic values.
   std::map<std::string, int64_t> dims;
   // Offer the planted-fault tactics (kernels/planted_faults.cc) too: tests of the tuner only.
   bool planted_faults = false;

@@ -10,14 +10,18 @@
 
 namespace tac::builder {
 
+// A value is static (its dtype and shape known at build time: arena-planned, or a constant or
+// graph input) or dynamic (Kind::dynamic: a shape that depends on data, a symbolic dim left
+// open, a sequence or optional). Dynamic values are allocated at run time, never in the arena.
 struct PlanValue {
-  enum class Kind { unused, arena, constant, input };
+  enum class Kind { unused, arena, constant, input, dynamic };
   Kind kind = Kind::unused;
   DType dtype = DType::undefined;
   Shape shape;
   int64_t offset = 0;  // arena byte offset (Kind::arena)
-  int64_t bytes = 0;   // of the buffer: blocked layouts hold padded channels
+  int64_t bytes = 0;   // of the buffer (blocked layouts hold padded channels); 0 for dynamic values
   ir::Layout layout = ir::Layout::nchw;
+  bool is_dynamic() const { return kind == Kind::dynamic; }
 };
 
 struct PlanStep {
@@ -26,6 +30,10 @@ struct PlanStep {
   std::vector<int> inputs;              // value ids (kNoValue for omitted), then outer-scope reads
   std::vector<int> outputs;             // value ids
   bool in_place = false;                // output 0 shares input 0's buffer
+  // Some input or output is a dynamic value: the step runs with the shapes of this run
+  // (Kernel::run_dynamic), its dynamic outputs get fresh buffers and its static outputs are
+  // checked against their planned shapes and copied into the arena.
+  bool dynamic = false;
 };
 
 // Per node, the candidates the builder considered, in ranked order, and what it chose.
@@ -50,6 +58,9 @@ struct BuildReport {
   double build_ms = 0;
 };
 
+// "batch=4 seq=128".
+std::string dims_to_string(const std::map<std::string, int64_t>& dims);
+
 struct Plan {
   ir::Model model;  // the graph after passes, with its constants; steps refer to its nodes
   std::vector<PlanValue> values;  // indexed by value id of model.graph
@@ -61,9 +72,13 @@ struct Plan {
   std::string model_hash;  // of the original model file
   std::string device;      // fingerprint of the CPU or GPU it was built for (see device_fingerprint)
   kernels::Backend backend = kernels::Backend::cpu;  // stored as the fingerprint's "cuda:" prefix
+  // The sizes the model's symbolic input dims were built for (from --dim or the inputs given;
+  // unbound symbols are 1). Inputs of other sizes are refused, naming them.
+  std::map<std::string, int64_t> dims;
   BuildReport report;
 
   int64_t weight_bytes() const;
+  int dynamic_steps() const;
 };
 
 }  // namespace tac::builder

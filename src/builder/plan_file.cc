@@ -69,6 +69,11 @@ Status save_plan(const Plan& plan, const std::string& path) {
   w.str(plan.route);
   w.pod<int32_t>(plan.threads);
   w.pod<int64_t>(plan.arena_bytes);
+  w.pod<uint32_t>(static_cast<uint32_t>(plan.dims.size()));
+  for (const auto& [name, size] : plan.dims) {
+    w.str(name);
+    w.pod<int64_t>(size);
+  }
   w.str(model_bytes);
   uint32_t n_values = 0;
   for (const PlanValue& v : plan.values) n_values += v.kind != PlanValue::Kind::unused;
@@ -89,6 +94,7 @@ Status save_plan(const Plan& plan, const std::string& path) {
     w.pod<uint32_t>(static_cast<uint32_t>(st.inputs.size()));
     for (int v : st.inputs) w.str(name_of(v));
     w.pod<uint8_t>(st.in_place ? 1 : 0);
+    w.pod<uint8_t>(st.dynamic ? 1 : 0);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(plan.report.pass_log.size()));
   for (const std::string& s : plan.report.pass_log) w.str(s);
@@ -143,7 +149,15 @@ Result<Plan> load_plan(const std::string& path) {
     return invalid_argument(path + ": built for " + plan.device + ", this machine is " + *here +
                             "; rebuild the plan here");
   int32_t threads;
-  if (!r.pod(threads) || !r.pod(plan.arena_bytes) || !r.str(model_bytes)) return bad();
+  uint32_t n_dims;
+  if (!r.pod(threads) || !r.pod(plan.arena_bytes) || !r.pod(n_dims)) return bad();
+  for (uint32_t i = 0; i < n_dims; ++i) {
+    std::string name;
+    int64_t size;
+    if (!r.str(name) || !r.pod(size) || size < 0) return bad();
+    plan.dims[name] = size;
+  }
+  if (!r.str(model_bytes)) return bad();
   plan.threads = threads;
   TAC_ASSIGN_OR_RETURN(plan.model, io::load_model_from_bytes(model_bytes, path + " (graph)", ""));
   ir::Graph& g = plan.model.graph;
@@ -160,7 +174,8 @@ Result<Plan> load_plan(const std::string& path) {
     std::string name;
     uint8_t kind, layout;
     int64_t offset;
-    if (!r.str(name) || !r.pod(kind) || !r.pod(layout) || !r.pod(offset) || kind > 3 || layout > ir::kMaxLayout)
+    if (!r.str(name) || !r.pod(kind) || !r.pod(layout) || !r.pod(offset) ||
+        kind > static_cast<uint8_t>(PlanValue::Kind::dynamic) || layout > ir::kMaxLayout)
       return bad();
     int v = g.find_value(name);
     if (v == ir::kNoValue) return invalid_argument(path + ": plan names a value '" + name + "' its graph lacks");
@@ -168,11 +183,19 @@ Result<Plan> load_plan(const std::string& path) {
     pv.kind = static_cast<PlanValue::Kind>(kind);
     pv.offset = offset;
     pv.layout = static_cast<ir::Layout>(layout);
-    if (pv.layout != ir::Layout::nchw && pv.shape.size() != 4)
+    // Static values need the fixed type and shape the steps were prepared for.
+    const ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
+    bool fixed = t.kind == ir::ValueKind::tensor && t.has_shape && t.dtype != DType::undefined;
+    for (const ir::Dim& d : t.dims) fixed = fixed && d.known();
+    if (!pv.is_dynamic() && !fixed)
+      return invalid_argument(path + ": value '" + name + "' is static in the plan but its graph type is " + t.to_string());
+    if (pv.layout != ir::Layout::nchw && (pv.is_dynamic() || pv.shape.size() != 4))
       return invalid_argument(path + ": value '" + name + "' has layout " + ir::layout_name(pv.layout) + " but rank " +
-                              std::to_string(pv.shape.size()));
+                              std::to_string(pv.shape.size()) + (pv.is_dynamic() ? " (dynamic)" : ""));
     g.values[static_cast<size_t>(v)].layout = pv.layout;  // step_desc_of reads the graph's tags
-    pv.bytes = static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, ir::physical_numel(pv.shape, pv.layout));
+    pv.bytes = pv.is_dynamic() ? 0
+                               : static_cast<int64_t>(dtype_size(pv.dtype)) *
+                                     std::max<int64_t>(0, ir::physical_numel(pv.shape, pv.layout));
     if (kind == static_cast<uint8_t>(PlanValue::Kind::arena) &&
         (offset < 0 || offset + plan.values[static_cast<size_t>(v)].bytes > plan.arena_bytes))
       return invalid_argument(path + ": value '" + name + "' lies outside the arena");
@@ -192,11 +215,19 @@ Result<Plan> load_plan(const std::string& path) {
       if (!r.str(name)) return bad();
       st.inputs.push_back(name.empty() ? ir::kNoValue : g.find_value(name));
     }
-    if (!r.pod(in_place)) return bad();
+    uint8_t dynamic;
+    if (!r.pod(in_place) || !r.pod(dynamic)) return bad();
     st.in_place = in_place != 0;
+    st.dynamic = dynamic != 0;
     st.outputs = n.outputs;
     st.tactic = kernels::find_tactic(n.op, tactic, plan.backend);
     if (!st.tactic) return invalid_argument(path + ": " + n.label() + " uses tactic '" + tactic + "', which this build lacks");
+    // A step is dynamic exactly when one of its values is (the engine relies on it).
+    bool has_dynamic = false;
+    for (const std::vector<int>* vs : {&st.inputs, &st.outputs})
+      for (int v : *vs) has_dynamic = has_dynamic || (v != ir::kNoValue && plan.values[static_cast<size_t>(v)].is_dynamic());
+    if (has_dynamic != st.dynamic || (st.dynamic && (!st.tactic->dynamic_shapes || st.in_place)))
+      return invalid_argument(path + ": " + n.label() + " is inconsistently marked dynamic in the plan");
     plan.steps.push_back(std::move(st));
   }
   uint32_t n_log;

@@ -9,7 +9,8 @@
 
 namespace tac::builder {
 
-// 2: each value's layout (ir/layout.h) after its kind; buffer sizes follow it.
+// 2: each value's layout (ir/layout.h) after its kind (buffer sizes follow it); dynamic values
+// and steps (PlanValue::Kind::dynamic, PlanStep::dynamic); bound symbolic dims.
 inline constexpr uint32_t kPlanFormatVersion = 2;
 
 Status save_plan(const Plan& plan, const std::string& path);

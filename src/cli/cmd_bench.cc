@@ -51,7 +51,14 @@ int cmd_bench(int argc, char** argv) {
   }
   int sets = std::max(1, std::atoi(args.get("--input-sets", "4").c_str()));
   std::vector<std::vector<Tensor>> inputs;
-  for (int s = 0; s < sets; ++s) inputs.push_back(random_inputs(**engine, 1000 + static_cast<uint64_t>(s)));
+  for (int s = 0; s < sets; ++s) {
+    auto set = random_inputs(**engine, 1000 + static_cast<uint64_t>(s));
+    if (!set) {
+      std::fprintf(stderr, "tactician bench: %s\n", set.status().to_string().c_str());
+      return 1;
+    }
+    inputs.push_back(std::move(set).value());
+  }
   auto lat = measure(**engine, inputs, std::max(1, std::atoi(args.get("--min-runs", "20").c_str())),
                      std::strtod(args.get("--min-seconds", "2").c_str(), nullptr),
                      std::max(0, std::atoi(args.get("--warmup", "5").c_str())));

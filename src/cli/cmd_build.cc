@@ -24,6 +24,15 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
                 plan.steps.size(), cuda::library_versions().c_str());
   std::printf("\n");
   std::printf("route: %s\n", plan.route.empty() ? "(default)" : plan.route.c_str());
+  if (!plan.dims.empty())
+    std::printf("symbolic dims: %s (from --dim or the inputs given, else 1; other sizes need another plan)\n",
+                builder::dims_to_string(plan.dims).c_str());
+  if (int d = plan.dynamic_steps(); d > 0) {
+    int values = 0;
+    for (const builder::PlanValue& v : plan.values) values += v.is_dynamic();
+    std::printf("dynamic steps: %d of %zu (shapes known at run time; their %d dynamic values are allocated per run, "
+                "outside the arena)\n", d, plan.steps.size(), values);
+  }
   std::printf("passes:\n");
   for (const std::string& s : plan.report.pass_log) std::printf("  %s\n", s.c_str());
   std::printf("reformats inserted: %d\n", plan.report.reformats);

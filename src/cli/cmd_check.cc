@@ -78,17 +78,9 @@ Result<std::vector<Datum>> run_engine(const ir::Model& m, const io::TestDataSet&
   builder::BuildOptions opts;
   opts.backend = mode.backend;
   TAC_RETURN_IF_ERROR(builder::bind_dims(m.graph, ds.inputs, opts));
-  std::vector<Tensor> inputs;
-  for (const Datum& d : ds.inputs) {
-    if (!d.is_tensor()) return unsupported("engines take tensor inputs only (this test feeds a sequence or optional)");
-    inputs.push_back(d.tensor);
-  }
   TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::build_plan(m, mode.route, opts));
   TAC_ASSIGN_OR_RETURN(auto engine, runtime::Engine::create(std::move(plan)));
-  TAC_ASSIGN_OR_RETURN(std::vector<Tensor> outs, engine->run(inputs));
-  std::vector<Datum> ds_out;
-  for (Tensor& t : outs) ds_out.push_back(Datum(std::move(t)));
-  return ds_out;
+  return engine->run_values(ds.inputs);
 }
 
 // Runs one test directory in this process; writes "ops ..." and "result ..." lines to `out`.

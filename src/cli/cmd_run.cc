@@ -174,18 +174,14 @@ int cmd_run(int argc, char** argv) {
       std::fprintf(stderr, "tactician run: %s\n", engine.status().to_string().c_str());
       return engine.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
     }
-    std::vector<Tensor> tensors;
-    for (const Datum& d : inputs) tensors.push_back(d.tensor);
     auto t0 = std::chrono::steady_clock::now();
-    auto r = (*engine)->run(tensors);
+    auto r = (*engine)->run_values(inputs);
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!r) {
       std::fprintf(stderr, "tactician run: %s\n", r.status().to_string().c_str());
       return 1;
     }
-    std::vector<Datum> ds;
-    for (Tensor& t : *r) ds.push_back(Datum(std::move(t)));
-    outs = std::move(ds);
+    outs = std::move(r).value();
     std::printf("ran %s with a built engine (%zu steps, route: %s) in %.1f ms\n", m.path.c_str(),
                 (*engine)->plan().steps.size(), (*engine)->plan().route.empty() ? "default" : (*engine)->plan().route.c_str(), ms);
   }

@@ -80,13 +80,19 @@ Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, cons
   return runtime::Engine::create(std::move(plan));
 }
 
-std::vector<Tensor> random_inputs(const runtime::Engine& e, uint64_t seed) {
+Result<std::vector<Tensor>> random_inputs(const runtime::Engine& e, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd(0.0, 1.0);
   std::uniform_int_distribution<int> small(0, 9);
   std::vector<Tensor> out;
+  const ir::Graph& g = e.plan().model.graph;
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    if (e.plan().values[static_cast<size_t>(g.inputs[i])].is_dynamic())
+      return unsupported("input '" + g.values[static_cast<size_t>(g.inputs[i])].name + "' (" +
+                         g.values[static_cast<size_t>(g.inputs[i])].type.to_string() +
+                         ") has no fixed shape in the plan: random inputs need one");
   for (const auto& [dtype, shape] : e.input_specs()) {
-    Tensor t = Tensor::create(dtype, shape).value();
+    TAC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(dtype, shape));
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (dtype_is_float(dtype)) t.set_f64(i, nd(rng));
       else if (dtype == DType::boolean) t.set_i64(i, small(rng) & 1);

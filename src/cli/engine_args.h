@@ -35,7 +35,7 @@ using runtime::Latency;
 using runtime::measure;
 
 // Seeded random inputs of the engine's input specs (normal floats, small non-negative ints).
-std::vector<Tensor> random_inputs(const runtime::Engine& e, uint64_t seed);
+Result<std::vector<Tensor>> random_inputs(const runtime::Engine& e, uint64_t seed);
 
 }  // namespace tac::cli
 

@@ -26,17 +26,40 @@ class ReferenceKernel final : public Kernel {
   }
 
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
-    const size_t own = node_.inputs.size();
-    std::vector<Datum> data(own);
-    std::vector<const Datum*> ptrs(own, nullptr);
-    for (size_t i = 0; i < own; ++i) {
-      if (node_.inputs[i] == ir::kNoValue || !in[i].data) continue;
+    std::vector<Datum> data(in.size());
+    std::vector<const Datum*> ptrs(in.size(), nullptr);
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (i < node_.inputs.size() && (node_.inputs[i] == ir::kNoValue || !in[i].data)) continue;
       data[i] = Datum(Tensor::wrap(in[i].data, in[i].dtype, in[i].shape));
       ptrs[i] = &data[i];
     }
+    std::vector<Datum> outs;
+    TAC_RETURN_IF_ERROR(run_dynamic(ptrs, outs));
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!out[i].data) continue;
+      const Datum& d = outs[i];
+      // Only a shape the model declares (or its shape inference derives) and the data contradict,
+      // e.g. an If branch of another shape, gets here: a model error, not ours.
+      if (d.kind != Datum::Kind::tensor || d.tensor.shape() != out[i].shape || d.tensor.dtype() != out[i].dtype)
+        return invalid_model(node_.label() + ": output " + std::to_string(i) + " is " +
+                             (d.kind == Datum::Kind::tensor ? dtype_name(d.tensor.dtype()) + shape_to_string(d.tensor.shape())
+                                                            : std::string("not a tensor")) +
+                             " in this run, and the plan was built for " + dtype_name(out[i].dtype) +
+                             shape_to_string(out[i].shape) + " (as declared or inferred)");
+      std::memcpy(out[i].data, d.tensor.raw(), d.tensor.bytes());
+    }
+    return Status::ok();
+  }
+
+  // Inputs: the node's own, then the outer-scope values its subgraphs read (see builder).
+  Status run_dynamic(std::span<const Datum* const> in, std::vector<Datum>& outs) override {
+    const size_t own = node_.inputs.size();
+    std::vector<const Datum*> ptrs(own, nullptr);
+    for (size_t i = 0; i < own && i < in.size(); ++i) ptrs[i] = node_.inputs[i] == ir::kNoValue ? nullptr : in[i];
     ref::Frame scope(scope_, nullptr);
     for (size_t k = 0; k < scope_.values.size() && own + k < in.size(); ++k) {
-      scope.values[k] = Datum(Tensor::wrap(in[own + k].data, in[own + k].dtype, in[own + k].shape));
+      if (!in[own + k]) continue;
+      scope.values[k] = *in[own + k];
       scope.defined[k] = true;
     }
     ref::KernelContext ctx(node_, std::move(ptrs), &scope);
@@ -46,17 +69,14 @@ class ReferenceKernel final : public Kernel {
       return e.status;
     } catch (const std::bad_alloc&) {
       return internal_error(node_.label() + ": out of memory");
+    } catch (const std::length_error&) {
+      return invalid_model(node_.label() + ": tensor too large");
     }
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (!out[i].data) continue;
-      const Datum& d = ctx.outputs()[i];
-      if (d.kind != Datum::Kind::tensor || d.tensor.shape() != out[i].shape || d.tensor.dtype() != out[i].dtype)
-        return internal_error(node_.label() + ": output " + std::to_string(i) + " is " +
-                              (d.kind == Datum::Kind::tensor ? dtype_name(d.tensor.dtype()) + shape_to_string(d.tensor.shape())
-                                                             : std::string("not a tensor")) +
-                              ", the plan expected " + dtype_name(out[i].dtype) + shape_to_string(out[i].shape));
-      std::memcpy(out[i].data, d.tensor.raw(), d.tensor.bytes());
-    }
+    outs = std::move(ctx.outputs());
+    outs.resize(node_.outputs.size());
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (node_.outputs[i] != ir::kNoValue && outs[i].kind == Datum::Kind::tensor && outs[i].tensor.empty())
+        return internal_error(node_.label() + ": kernel did not produce output " + std::to_string(i));
     return Status::ok();
   }
 
@@ -87,7 +107,8 @@ std::span<const Tactic> reference_tactics() {
       auto op = static_cast<ir::OpKind>(i);
       if (ref::reference_kernel(op))
         t.push_back(Tactic{"reference", op, "the reference interpreter's kernel (float64 accumulation; slow)",
-                           reference_applies, reference_cost, reference_prepare});
+                           reference_applies, reference_cost, reference_prepare, Backend::cpu,
+                           /*layouts=*/false, /*dynamic_shapes=*/true});
     }
     return t;
   }();

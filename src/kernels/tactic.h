@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/datum.h"
 #include "ir/graph.h"
 #include "tactician/status.h"
 #include "tactician/tensor.h"
@@ -32,7 +33,9 @@ struct TensorView {
 struct StepDesc {
   const ir::Node* node = nullptr;  // op, attributes (fusions add attributes, see passes), opset
   std::vector<DType> in_dtypes, out_dtypes;
-  std::vector<Shape> in_shapes, out_shapes;  // concrete: plans are built for fixed shapes
+  // Concrete, except in a dynamic step, where a value known only at run time (a data-dependent
+  // shape, a sequence or optional) has unknown (-1) or no dims here.
+  std::vector<Shape> in_shapes, out_shapes;
   // Per input: its data when it is a constant (weights), else nullptr. Absent optional inputs
   // have DType::undefined.
   std::vector<const Tensor*> constants;
@@ -40,6 +43,9 @@ struct StepDesc {
   // Per input / output: the layout of its buffer (empty or short: nchw). Shapes stay logical;
   // only tactics with Tactic::layouts set are offered steps with a non-nchw layout.
   std::vector<ir::Layout> in_layouts, out_layouts;
+  // A dynamic step: some input or output is known only at run time. Only tactics that take
+  // run-time shapes (Tactic::dynamic_shapes) are offered, and the engine calls run_dynamic().
+  bool dynamic = false;
 
   bool has_input(size_t i) const { return i < in_dtypes.size() && in_dtypes[i] != DType::undefined; }
   ir::Layout in_layout(size_t i) const { return i < in_layouts.size() ? in_layouts[i] : ir::Layout::nchw; }
@@ -55,6 +61,14 @@ class Kernel {
   virtual ~Kernel() = default;
   virtual size_t workspace_bytes() const { return 0; }
   virtual Status run(std::span<const TensorView> inputs, std::span<const TensorView> outputs, void* workspace) = 0;
+  // Dynamic steps only (optional: tactics with Tactic::dynamic_shapes implement it). Inputs as
+  // run-time values (nullptr for an omitted input); fills `outputs` (one per node output, shapes
+  // decided now, storage owned by the outputs or aliasing an input) and may allocate.
+  virtual Status run_dynamic(std::span<const Datum* const> inputs, std::vector<Datum>& outputs) {
+    (void)inputs;
+    (void)outputs;
+    return internal_error("this tactic does not run dynamic steps");
+  }
 };
 
 // Where a tactic's kernel runs. For CUDA tactics, every TensorView handed to Kernel::run (inputs,
@@ -72,10 +86,11 @@ struct Tactic {
   Status (*applies)(const StepDesc& step);
   double (*cost)(const StepDesc& step);  // estimated nanoseconds; the default ranking sorts by it
   Result<std::unique_ptr<Kernel>> (*prepare)(const StepDesc& step);
-  Backend backend = Backend::cpu;  // last, so that CPU tables need not spell it
+  Backend backend = Backend::cpu;  // defaulted, so that CPU tables need not spell it
   // Reads and writes the layouts of StepDesc::in_layouts / out_layouts (its `applies` checks
   // which); every other tactic only ever sees plain (nchw) steps.
   bool layouts = false;
+  bool dynamic_shapes = false;  // can run dynamic steps (StepDesc::dynamic; Kernel::run_dynamic)
 };
 
 // Every CPU tactic for `op` (the reference fallback included, always last). With

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "reference/interpreter.h"
+
 namespace tac::runtime {
 
 namespace {
@@ -18,6 +20,10 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
   builder::Plan& p = *e->plan_;
   const ir::Graph& g = p.model.graph;
   const bool on_device = p.backend == kernels::Backend::cuda;
+  e->dynamic_ = p.dynamic_steps() > 0 || e->has_dynamic_inputs();
+  if (on_device && e->dynamic_)
+    return unsupported("the plan has dynamic steps or inputs, which the " + std::string(kernels::backend_name(p.backend)) +
+                       " backend does not run (rebuild it with --backend cpu)");
   if (on_device) TAC_RETURN_IF_ERROR(e->create_device_memory());
   else e->arena_ = aligned_block(e->arena_storage_, p.arena_bytes);
   std::vector<size_t> input_pos(g.values.size(), SIZE_MAX);
@@ -42,6 +48,7 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     kernels::StepDesc desc;
     desc.node = &n;
     desc.threads = p.threads;
+    desc.dynamic = st.dynamic;
     Views views;
     for (size_t i = 0; i < st.inputs.size(); ++i) {
       int v = st.inputs[i];
@@ -68,6 +75,17 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     e->views_.push_back(std::move(views));
   }
   p.workspace_bytes = workspace;
+  // Dynamic values are freed after their last reader (graph outputs live to the end).
+  e->release_after_.resize(p.steps.size());
+  if (e->dynamic_) {
+    std::vector<int> last(g.values.size(), -1);
+    for (size_t s = 0; s < p.steps.size(); ++s)
+      for (int v : p.steps[s].inputs)
+        if (v != ir::kNoValue) last[static_cast<size_t>(v)] = static_cast<int>(s);
+    for (int v : g.outputs) last[static_cast<size_t>(v)] = -1;
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (p.values[v].is_dynamic() && last[v] >= 0) e->release_after_[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+  }
   if (on_device) {
     TAC_ASSIGN_OR_RETURN(e->dev_workspace_, cuda::DeviceBuffer::allocate(static_cast<size_t>(workspace)));
     e->workspace_ = static_cast<std::byte*>(e->dev_workspace_.get());
@@ -119,35 +137,131 @@ std::vector<std::pair<DType, Shape>> Engine::input_specs() const {
   return s;
 }
 
-Result<std::vector<Tensor>> Engine::run(const std::vector<Tensor>& inputs) { return execute(inputs, nullptr); }
+bool Engine::has_dynamic_inputs() const {
+  for (int v : plan_->model.graph.inputs)
+    if (plan_->values[static_cast<size_t>(v)].is_dynamic()) return true;
+  return false;
+}
+
+namespace {
+std::vector<Datum> to_values(const std::vector<Tensor>& tensors) { return {tensors.begin(), tensors.end()}; }
+Result<std::vector<Tensor>> to_tensors(std::vector<Datum> values, const ir::Graph& g) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].kind != Datum::Kind::tensor)
+      return invalid_argument("output '" + g.values[static_cast<size_t>(g.outputs[i])].name + "' is " +
+                              (values[i].kind == Datum::Kind::sequence ? "a sequence" : "an empty optional") +
+                              ", not a tensor (use Engine::run_values)");
+    out.push_back(std::move(values[i].tensor));
+  }
+  return out;
+}
+}  // namespace
+
+Result<std::vector<Tensor>> Engine::run(const std::vector<Tensor>& inputs) {
+  TAC_ASSIGN_OR_RETURN(std::vector<Datum> outs, execute(to_values(inputs), nullptr));
+  return to_tensors(std::move(outs), plan_->model.graph);
+}
+
+Result<std::vector<Datum>> Engine::run_values(const std::vector<Datum>& inputs) { return execute(inputs, nullptr); }
 
 Result<std::vector<Tensor>> Engine::run_profiled(const std::vector<Tensor>& inputs, std::vector<double>& step_ns) {
   step_ns.assign(kernels_.size(), 0.0);
-  return execute(inputs, &step_ns);
+  TAC_ASSIGN_OR_RETURN(std::vector<Datum> outs, execute(to_values(inputs), &step_ns));
+  return to_tensors(std::move(outs), plan_->model.graph);
 }
 
-Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, std::vector<double>* step_ns) {
+// A dynamic step: its inputs as run-time values (static ones wrap their buffers), its outputs
+// from Kernel::run_dynamic. Dynamic outputs are kept in `dynamic_values` (copied out when they
+// alias the arena, whose bytes later steps reuse); static ones must have their planned type and
+// shape and are copied into their arena buffers.
+Status Engine::run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std::vector<Datum>& dynamic_values) {
+  const builder::Plan& p = *plan_;
+  const ir::Graph& g = p.model.graph;
+  const builder::PlanStep& st = p.steps[s];
+  const Views& v = views_[s];
+  std::vector<Datum> wrapped(st.inputs.size());
+  std::vector<const Datum*> in(st.inputs.size(), nullptr);
+  for (size_t i = 0; i < st.inputs.size(); ++i) {
+    const int id = st.inputs[i];
+    if (id == ir::kNoValue) continue;
+    const builder::PlanValue& pv = p.values[static_cast<size_t>(id)];
+    if (pv.is_dynamic()) {
+      in[i] = &dynamic_values[static_cast<size_t>(id)];
+    } else if (pv.kind == builder::PlanValue::Kind::constant) {
+      in[i] = &wrapped[i];
+      wrapped[i] = *g.values[static_cast<size_t>(id)].initializer;  // shares the plan's storage, which outlives the run
+    } else if (pv.kind == builder::PlanValue::Kind::arena) {
+      in[i] = &wrapped[i];
+      wrapped[i] = Tensor::wrap(v.in[i].data, pv.dtype, pv.shape);
+    }
+  }
+  for (const auto& [slot, pos] : v.from_inputs) in[slot] = &inputs[pos];
+  std::vector<Datum> outs;
+  TAC_RETURN_IF_ERROR(kernels_[s]->run_dynamic(in, outs));
+  const std::byte* arena_end = arena_ + p.arena_bytes;
+  auto own = [&](Tensor& t) {
+    const auto* d = static_cast<const std::byte*>(t.raw());
+    if (d && d >= arena_ && d < arena_end) t = t.clone();
+  };
+  for (size_t o = 0; o < st.outputs.size() && o < outs.size(); ++o) {
+    const int id = st.outputs[o];
+    if (id == ir::kNoValue) continue;
+    const builder::PlanValue& pv = p.values[static_cast<size_t>(id)];
+    Datum& d = outs[o];
+    if (pv.is_dynamic()) {
+      own(d.tensor);
+      for (Tensor& t : d.sequence) own(t);
+      dynamic_values[static_cast<size_t>(id)] = std::move(d);
+      continue;
+    }
+    if (!d.is_tensor() || d.tensor.dtype() != pv.dtype || d.tensor.shape() != pv.shape)
+      return invalid_model("output '" + g.values[static_cast<size_t>(id)].name + "' is " +
+                           (d.is_tensor() ? dtype_name(d.tensor.dtype()) + shape_to_string(d.tensor.shape())
+                                          : std::string("not a tensor")) +
+                           " in this run, and the plan was built for " + dtype_name(pv.dtype) + shape_to_string(pv.shape));
+    if (d.tensor.bytes() && d.tensor.raw() != v.out[o].data) std::memmove(v.out[o].data, d.tensor.raw(), d.tensor.bytes());
+  }
+  return Status::ok();
+}
+
+Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns) {
   const builder::Plan& p = *plan_;
   const ir::Graph& g = p.model.graph;
   if (inputs.size() != g.inputs.size())
     return invalid_argument("the engine takes " + std::to_string(g.inputs.size()) + " inputs, " +
                             std::to_string(inputs.size()) + " given");
+  const bool dynamic = dynamic_;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const builder::PlanValue& pv = p.values[static_cast<size_t>(g.inputs[i])];
-    if (inputs[i].dtype() != pv.dtype || inputs[i].shape() != pv.shape)
-      return invalid_argument("input '" + g.values[static_cast<size_t>(g.inputs[i])].name + "': the plan was built for " +
+    const ir::Value& val = g.values[static_cast<size_t>(g.inputs[i])];
+    if (val.type.kind == ir::ValueKind::sequence && inputs[i].kind != Datum::Kind::sequence)
+      return invalid_argument("input '" + val.name + "': expected a sequence (" + val.type.to_string() + ")");
+    if (pv.is_dynamic()) continue;
+    const Tensor& t = inputs[i].tensor;
+    if (inputs[i].kind != Datum::Kind::tensor || t.dtype() != pv.dtype || t.shape() != pv.shape)
+      return invalid_argument("input '" + val.name + "': the plan was built for " +
                               dtype_name(pv.dtype) + shape_to_string(pv.shape) + ", got " +
-                              dtype_name(inputs[i].dtype()) + shape_to_string(inputs[i].shape()));
+                              (inputs[i].kind == Datum::Kind::tensor ? dtype_name(t.dtype()) + shape_to_string(t.shape())
+                                                                     : std::string("a sequence or optional")) +
+                              (p.dims.empty() ? "" : " (built for " + builder::dims_to_string(p.dims) + "; rebuild with --dim for other sizes)"));
   }
+  // Dynamic inputs: the kind, dtype and known dims the graph declares.
+  if (dynamic) TAC_RETURN_IF_ERROR(ref::check_inputs(g, inputs));
+  // Dynamic values of this run, by value id (empty for a fixed-shape plan).
+  std::vector<Datum> dynamic_values(dynamic ? g.values.size() : 0);
+  for (size_t i = 0; i < inputs.size() && dynamic; ++i)
+    if (p.values[static_cast<size_t>(g.inputs[i])].is_dynamic()) dynamic_values[static_cast<size_t>(g.inputs[i])] = inputs[i];
   const bool on_device = p.backend == kernels::Backend::cuda;
   if (on_device)
     for (size_t i = 0; i < inputs.size(); ++i)
-      TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].raw(), inputs[i].bytes()));
+      TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].tensor.raw(), inputs[i].tensor.bytes()));
   for (size_t s = 0; s < kernels_.size(); ++s) {
     Views& v = views_[s];
-    for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>(inputs[pos].raw());
+    for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>(inputs[pos].tensor.raw());
     auto t0 = step_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    Status st = kernels_[s]->run(v.in, v.out, workspace_);
+    Status st = p.steps[s].dynamic ? run_dynamic_step(s, inputs, dynamic_values) : kernels_[s]->run(v.in, v.out, workspace_);
+    for (int id : release_after_[s]) dynamic_values[static_cast<size_t>(id)] = Datum();
     if (on_device && step_ns && st.is_ok()) st = cuda::synchronize();
     if (step_ns) (*step_ns)[s] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     if (!st) {
@@ -155,16 +269,22 @@ Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, s
       return st.with_context(n.label() + " (tactic " + p.steps[s].tactic->name + "): ");
     }
   }
-  std::vector<Tensor> outs;
+  std::vector<Datum> outs;
   for (int v : g.outputs) {
     const builder::PlanValue& pv = p.values[static_cast<size_t>(v)];
+    if (pv.is_dynamic()) {
+      if (dynamic_values[static_cast<size_t>(v)].kind == Datum::Kind::tensor && dynamic_values[static_cast<size_t>(v)].tensor.empty())
+        return internal_error("output '" + g.values[static_cast<size_t>(v)].name + "' was not computed");
+      outs.push_back(dynamic_values[static_cast<size_t>(v)]);
+      continue;
+    }
     TAC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(pv.dtype, pv.shape));
     const void* src = nullptr;
     if (pv.kind == builder::PlanValue::Kind::arena) src = arena_ + pv.offset;
     else if (pv.kind == builder::PlanValue::Kind::constant) src = g.values[static_cast<size_t>(v)].initializer->raw();
     else
       for (size_t i = 0; i < g.inputs.size(); ++i)
-        if (g.inputs[i] == v) src = inputs[i].raw();
+        if (g.inputs[i] == v) src = inputs[i].tensor.raw();
     if (on_device && pv.kind != builder::PlanValue::Kind::arena) src = dev_value_ptr_[static_cast<size_t>(v)];
     if (!src && t.bytes()) return internal_error("output '" + g.values[static_cast<size_t>(v)].name + "' has no storage");
     if (on_device) TAC_RETURN_IF_ERROR(cuda::copy_to_host(t.raw(), src, t.bytes()));

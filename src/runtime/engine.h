@@ -1,4 +1,6 @@
-// The runtime: an engine executes a plan (prepared kernels over one arena).
+// The runtime: an engine executes a plan (prepared kernels over one arena). Dynamic steps (see
+// PlanStep::dynamic) run with the shapes of the current run; their dynamic outputs live in buffers
+// allocated during the run, outside the arena.
 #pragma once
 
 #include <memory>
@@ -21,18 +23,24 @@ class Engine {
   const builder::Plan& plan() const { return *plan_; }
 
   // Runs the plan. `inputs` by graph input position, with the plan's dtypes and shapes;
-  // returns the outputs by graph output position (copied out of the arena).
+  // returns the outputs by graph output position (copied out of the arena). Fails, naming the
+  // output, when one is a sequence or optional (see run_values).
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  // Same with any run-time values: tensors, sequences and optionals, as the graph declares.
+  Result<std::vector<Datum>> run_values(const std::vector<Datum>& inputs);
   // Same, recording each step's wall time in ns into `step_ns` (one entry per step).
   Result<std::vector<Tensor>> run_profiled(const std::vector<Tensor>& inputs, std::vector<double>& step_ns);
 
-  // The input shapes/types the plan was built for, by graph input position.
+  // The input shapes/types the plan was built for, by graph input position. A dynamic input
+  // (see has_dynamic_inputs) has unknown (-1) or no dims.
   std::vector<std::pair<DType, Shape>> input_specs() const;
+  bool has_dynamic_inputs() const;
 
  private:
   Engine() = default;
   Status create_device_memory();
-  Result<std::vector<Tensor>> execute(const std::vector<Tensor>& inputs, std::vector<double>* step_ns);
+  Result<std::vector<Datum>> execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns);
+  Status run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std::vector<Datum>& dynamic_values);
 
   std::unique_ptr<builder::Plan> plan_;  // stable address: kernels refer to its nodes
   std::unique_ptr<std::byte[]> arena_storage_, workspace_storage_;
@@ -44,6 +52,8 @@ class Engine {
     std::vector<std::pair<size_t, size_t>> from_inputs;  // (slot in `in`, graph input position)
   };
   std::vector<Views> views_;
+  bool dynamic_ = false;  // the plan has dynamic steps or inputs
+  std::vector<std::vector<int>> release_after_;  // per step: dynamic values last read there (freed after it)
   // CUDA plans: device memory, and where each graph input is copied to before a run.
   cuda::DeviceBuffer dev_arena_, dev_workspace_, dev_constants_, dev_inputs_;
   std::vector<void*> dev_input_ptr_;                 // by graph input position

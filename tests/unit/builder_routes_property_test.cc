@@ -123,11 +123,11 @@ std::string compare_lowp(const std::vector<Tensor>& got, const std::vector<Datum
   return "";
 }
 
-enum class Outcome { ok, pin_refused, needs_folding, failed };
+enum class Outcome { ok, pin_refused, failed };
 
 // Builds `route`, runs test data set 0 and compares with its expected outputs. Failures other
-// than an inapplicable pin (and the fold_constants=off limitation, left to the caller) are test
-// failures that print the replay command.
+// than an inapplicable pin are test failures (fold_constants=off routes too: the shape chains it
+// leaves unfolded become dynamic steps) that print the replay command.
 Outcome check_route(const ir::Model& model, const builder::Route& route, const builder::BuildOptions& opts,
                     const io::TestDataSet& set, const std::string& replay) {
   auto plan = builder::build_plan(model, route, opts);
@@ -135,10 +135,6 @@ Outcome check_route(const ir::Model& model, const builder::Route& route, const b
     const Status& st = plan.status();
     if (st.kind() == ErrorKind::invalid_argument && st.message().find("is not a candidate") != std::string::npos)
       return Outcome::pin_refused;
-    auto it = route.values.find("pass.fold_constants");
-    if (st.kind() == ErrorKind::unsupported && it != route.values.end() && it->second == "off" &&
-        st.message().find("computed at run time; the builder makes fixed-shape plans") != std::string::npos)
-      return Outcome::needs_folding;
     ADD_FAILURE() << "build failed: " << st.to_string() << "\n  replay: " << replay;
     return Outcome::failed;
   }
@@ -167,7 +163,7 @@ TEST(BuilderRoutesProperty, RandomValidRoutesOnSharedModelsBuildAndPassCheck) {
   const std::string zoo = TAC_MODELS_DIR;
   if (!std::filesystem::exists(zoo)) GTEST_SKIP() << "no model zoo at " << zoo;
   std::mt19937_64 rng(kSeed);
-  int built = 0, pin_refused = 0, needs_folding = 0, models = 0;
+  int built = 0, pin_refused = 0, models = 0;
   const auto t_start = std::chrono::steady_clock::now();
   for (const ModelCase& mc : kModels) {
     const std::string dir = zoo + "/" + mc.name;
@@ -186,7 +182,7 @@ TEST(BuilderRoutesProperty, RandomValidRoutesOnSharedModelsBuildAndPassCheck) {
     auto space = builder::knob_space(*model, opts);
     ASSERT_TRUE(space.is_ok()) << space.status().to_string();
     ++models;
-    int model_refused = 0, model_unfolded = 0, model_built = 0;
+    int model_refused = 0, model_built = 0;
     for (int i = 0; i < mc.routes; ++i) {
       // The first route of each model is the default one; each drawn route gets a layout too
       // (so every model meets the layout rewrite, over the other knobs' random values).
@@ -196,20 +192,6 @@ TEST(BuilderRoutesProperty, RandomValidRoutesOnSharedModelsBuildAndPassCheck) {
       const std::string replay = "tactician build " + dir + "/model.onnx" + dims_flags(opts) + " --route \"" +
                                  route.to_string() + "\"";
       Outcome out = check_route(*model, route, opts, set, replay);
-      if (out == Outcome::needs_folding) {
-        // Known limitation: without constant folding, Shape -> ... -> Reshape/Slice/Range
-        // chains leave output shapes computed at run time, and the builder only makes
-        // fixed-shape plans, so it refuses with `unsupported`. Tolerated only for routes with
-        // pass.fold_constants=off, and only when the same route with folding on builds and
-        // passes check.
-        builder::Route folded = route;
-        folded.values["pass.fold_constants"] = "on";
-        const std::string replay_on = "tactician build " + dir + "/model.onnx" + dims_flags(opts) + " --route \"" +
-                                      folded.to_string() + "\"";
-        out = check_route(*model, folded, opts, set, replay_on);
-        ++model_unfolded;
-        ++needs_folding;
-      }
       if (out == Outcome::pin_refused) {
         ++pin_refused;
         ++model_refused;
@@ -221,13 +203,12 @@ TEST(BuilderRoutesProperty, RandomValidRoutesOnSharedModelsBuildAndPassCheck) {
     }
     EXPECT_LT(2 * model_refused, mc.routes) << "most routes pinned inapplicable tactics: the generator or the knob "
                                                "space is off";
-    std::printf("[ property ] %-18s %d routes: %d built and checked, %d refused pins, %d unbuildable without fold_constants, %.1f s\n",
-                mc.name, mc.routes, model_built, model_refused, model_unfolded,
+    std::printf("[ property ] %-18s %d routes: %d built and checked, %d refused pins, %.1f s\n",
+                mc.name, mc.routes, model_built, model_refused,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t_model).count());
   }
-  std::printf("[ property ] %d models, %d routes built and checked, %d refused for an inapplicable pin, %d needed "
-              "pass.fold_constants=on, %.1f s\n",
-              models, built, pin_refused, needs_folding, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
+  std::printf("[ property ] %d models, %d routes built and checked, %d refused for an inapplicable pin, %.1f s\n",
+              models, built, pin_refused, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
   EXPECT_LT(pin_refused, built) << "inapplicable pins must be a minority";
 }
 

@@ -127,6 +127,23 @@ TEST(CudaBackend, BuildingForCudaWithoutADeviceIsAClearError) {
   EXPECT_NE(plan.status().message().find("CUDA"), std::string::npos) << plan.status().message();
 }
 
+// CUDA plans are fixed-shape: a step whose shapes are known only at run time (NonZero here) is
+// refused at build time, naming the node and the way out, on any machine with the backend.
+TEST(CudaBackend, DynamicStepIsRefusedNamingTheNode) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  test::ModelBuilder m(17);
+  m.input("x", 1, {"4"});
+  m.node("NonZero", {"x"}, {"nz"}, "nonzero");
+  m.output("nz", 7, {"1", "n"});
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  auto plan = builder::build_plan(m.load().value(), builder::Route{}, opts);
+  ASSERT_FALSE(plan.is_ok());
+  EXPECT_EQ(plan.status().kind(), ErrorKind::unsupported) << plan.status().to_string();
+  EXPECT_NE(plan.status().message().find("'nonzero'"), std::string::npos) << plan.status().message();
+  EXPECT_NE(plan.status().message().find("--backend cpu"), std::string::npos) << plan.status().message();
+}
+
 TEST(CudaBackend, PlanForAnotherGpuIsRefused) {
   auto plan = builder::build_plan(small_cnn(), builder::Route{}, {});
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
