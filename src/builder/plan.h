@@ -58,6 +58,7 @@ struct Plan {
   std::string model_hash;  // of the original model file
   std::string device;      // fingerprint of the CPU or GPU it was built for (see device_fingerprint)
   kernels::Backend backend = kernels::Backend::cpu;  // stored as the fingerprint's "cuda:" prefix
+  bool cuda_graphs = false;  // CUDA plans: knob cuda.graphs (read back from `route` when loaded)
   BuildReport report;
 
   int64_t weight_bytes() const;

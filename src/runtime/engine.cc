@@ -66,6 +66,15 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     e->views_.push_back(std::move(views));
   }
   p.workspace_bytes = workspace;
+  if (on_device && p.cuda_graphs) {
+    e->use_graph_ = true;
+    for (const builder::PlanStep& st : p.steps)
+      if (std::string(st.tactic->name) == "host_reference") {
+        e->use_graph_ = false;
+        e->graph_off_reason_ = "a step runs on the host (" + g.nodes[static_cast<size_t>(st.node)].label() + ")";
+        break;
+      }
+  }
   if (on_device) {
     TAC_ASSIGN_OR_RETURN(e->dev_workspace_, cuda::DeviceBuffer::allocate(static_cast<size_t>(workspace)));
     e->workspace_ = static_cast<std::byte*>(e->dev_workspace_.get());
@@ -124,7 +133,39 @@ Result<std::vector<Tensor>> Engine::run_profiled(const std::vector<Tensor>& inpu
   return execute(inputs, &step_ns);
 }
 
-Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, std::vector<double>* step_ns) {
+std::string Engine::graph_state() const {
+  if (plan_->backend != kernels::Backend::cuda) return "";
+  if (!plan_->cuda_graphs) return "off (route: cuda.graphs=off)";
+  if (!use_graph_) return "off: " + graph_off_reason_;
+  return graph_.empty() ? "on (captured at the first launch)" : "on (replaying a CUDA graph)";
+}
+
+Status Engine::upload_inputs(const std::vector<Tensor>& inputs) {
+  TAC_RETURN_IF_ERROR(check_inputs(inputs));
+  if (plan_->backend != kernels::Backend::cuda) return invalid_argument("upload_inputs: not a CUDA plan");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].raw(), inputs[i].bytes()));
+  return Status::ok();
+}
+
+Status Engine::launch() {
+  if (plan_->backend != kernels::Backend::cuda) return invalid_argument("launch: not a CUDA plan");
+  if (use_graph_ && graph_.empty()) {
+    TAC_RETURN_IF_ERROR(cuda::Graph::begin_capture());
+    Status st = run_steps(nullptr, nullptr);
+    auto captured = cuda::Graph::end_capture();
+    if (st.is_ok() && captured.is_ok()) {
+      graph_ = std::move(captured).value();
+    } else {  // run eagerly from now on, and say why
+      use_graph_ = false;
+      graph_off_reason_ = "capture failed: " + (st.is_ok() ? captured.status() : st).message();
+    }
+  }
+  if (!graph_.empty()) return graph_.launch();
+  return run_steps(nullptr, nullptr);
+}
+
+Status Engine::check_inputs(const std::vector<Tensor>& inputs) const {
   const builder::Plan& p = *plan_;
   const ir::Graph& g = p.model.graph;
   if (inputs.size() != g.inputs.size())
@@ -137,13 +178,18 @@ Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, s
                               dtype_name(pv.dtype) + shape_to_string(pv.shape) + ", got " +
                               dtype_name(inputs[i].dtype()) + shape_to_string(inputs[i].shape()));
   }
+  return Status::ok();
+}
+
+// The steps, in order; `inputs` (CPU plans) are read in place.
+Status Engine::run_steps(const std::vector<Tensor>* inputs, std::vector<double>* step_ns) {
+  const builder::Plan& p = *plan_;
+  const ir::Graph& g = p.model.graph;
   const bool on_device = p.backend == kernels::Backend::cuda;
-  if (on_device)
-    for (size_t i = 0; i < inputs.size(); ++i)
-      TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].raw(), inputs[i].bytes()));
   for (size_t s = 0; s < kernels_.size(); ++s) {
     Views& v = views_[s];
-    for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>(inputs[pos].raw());
+    if (inputs)
+      for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>((*inputs)[pos].raw());
     auto t0 = step_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Status st = kernels_[s]->run(v.in, v.out, workspace_);
     if (on_device && step_ns && st.is_ok()) st = cuda::synchronize();
@@ -152,6 +198,21 @@ Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, s
       const ir::Node& n = g.nodes[static_cast<size_t>(p.steps[s].node)];
       return st.with_context(n.label() + " (tactic " + p.steps[s].tactic->name + "): ");
     }
+  }
+  return Status::ok();
+}
+
+Result<std::vector<Tensor>> Engine::execute(const std::vector<Tensor>& inputs, std::vector<double>* step_ns) {
+  const builder::Plan& p = *plan_;
+  const ir::Graph& g = p.model.graph;
+  TAC_RETURN_IF_ERROR(check_inputs(inputs));
+  const bool on_device = p.backend == kernels::Backend::cuda;
+  if (on_device) {
+    TAC_RETURN_IF_ERROR(upload_inputs(inputs));
+    // Profiling synchronizes after every step: never inside a graph.
+    TAC_RETURN_IF_ERROR(step_ns ? run_steps(nullptr, step_ns) : launch());
+  } else {
+    TAC_RETURN_IF_ERROR(run_steps(&inputs, step_ns));
   }
   std::vector<Tensor> outs;
   for (int v : g.outputs) {
