@@ -310,34 +310,40 @@ bool follows_low(const ir::Node& n) {
   return follows_low(n, 0);
 }
 
-// CUDA only: an op of follows_low() whose fp32 operands all come out of Cast(low -> fp32) (at
-// least one; constant operands are converted) computes in that type too, and its output is cast
-// back. Sweeps until nothing changes, so chains follow; cancel_casts() then drops the pairs, and
+// CUDA only: an op of follows_low() with an fp32 operand that comes out of Cast(low -> fp32)
+// computes in that type too (constant operands converted, other activations cast), and its
+// output is cast back. Sweeps until nothing changes, so chains follow; cancel_casts() then drops the pairs, and
 // activations stay in bf16 / fp16 between the lowered layers instead of paying two casts around
 // every LayerNorm, Softmax, residual Add and reshape.
 Status propagate_low(ir::Graph& g, Rewriter& rw, PrecisionReport* report) {
   int followed = 0;
   for (int sweep = 0; sweep < 64; ++sweep) {
     rw.added.clear();
-    rw.low_of.clear();
     int changed = 0;
     const size_t n_nodes = g.nodes.size();
     for (size_t ni = 0; ni < n_nodes; ++ni) {
       ir::Node& n = g.nodes[ni];
       if (!follows_low(n) || value(g, n.outputs[0]).type.dtype != DType::float32) continue;
+      // The low type of the operands that come out of a Cast(low -> fp32); other fp32 operands
+      // (an attention mask computed from an input, say) get a Cast of their own, shared by
+      // every consumer, instead of keeping this node -- and the casts around it -- in fp32.
       DType low = DType::undefined;
       bool ok = true;
+      auto cast_source = [&](int v) -> int {  // the low value v was cast from, or -1
+        const int p = value(g, v).producer;
+        const ir::Node* up = p >= 0 ? &g.nodes[static_cast<size_t>(p)] : nullptr;
+        return up && up->op == OpKind::Cast && up->inputs.size() == 1 && is_low(value(g, up->inputs[0]).type.dtype)
+                   ? up->inputs[0]
+                   : -1;
+      };
       for (size_t i = 0; i < n.inputs.size() && ok; ++i) {
         const int v = n.inputs[i];
         if (v == ir::kNoValue || !follows_low(n, i)) continue;
         if (value(g, v).type.dtype != DType::float32) ok = false;
-        else if (is_const(g, v)) continue;
-        else {
-          const int p = value(g, v).producer;
-          const ir::Node* up = p >= 0 ? &g.nodes[static_cast<size_t>(p)] : nullptr;
-          const DType src = up && up->op == OpKind::Cast && up->inputs.size() == 1 ? value(g, up->inputs[0]).type.dtype : DType::undefined;
-          if (!is_low(src) || (low != DType::undefined && low != src)) ok = false;
-          else low = src;
+        else if (const int src = cast_source(v); src >= 0) {
+          const DType t = value(g, src).type.dtype;
+          if (low != DType::undefined && low != t) ok = false;
+          low = t;
         }
       }
       if (!ok || low == DType::undefined) continue;
@@ -345,7 +351,8 @@ Status propagate_low(ir::Graph& g, Rewriter& rw, PrecisionReport* report) {
         const int v = n.inputs[i];
         if (v == ir::kNoValue || !follows_low(n, i)) continue;
         if (is_const(g, v)) n.inputs[i] = value(g, v).initializer->dtype() == DType::float32 ? rw.low_constant(v, low) : v;
-        else n.inputs[i] = g.nodes[static_cast<size_t>(value(g, v).producer)].inputs[0];
+        else if (const int src = cast_source(v); src >= 0) n.inputs[i] = src;
+        else n.inputs[i] = rw.cast_to_low(v, low);
       }
       rw.cast_output_back(n, 0, low);
       ++changed;

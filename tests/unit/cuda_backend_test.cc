@@ -518,7 +518,7 @@ TEST(CudaTactics, DepthwiseConvolution) {
       set_attr(n, "dilations", c.dil);
       set_attr(n, "group", C);
       const double tol = dt == DType::float32 ? 1e-5 : dt == DType::float16 ? 2e-3 : 1e-2;
-      Tensor bias = random_tensor(dt, {C * c.mult}, 66);
+      Tensor bias = random_tensor(DType::float32, {C * c.mult}, 66);  // biases stay fp32
       EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(dt, c.x, 64), random_tensor(dt, {C * c.mult, 1, c.k, c.k}, 65), bias},
                                     {false, true, true}, 0, tol, "cuda_depthwise"),
                 1)

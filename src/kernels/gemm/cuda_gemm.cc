@@ -157,6 +157,10 @@ Result<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cuda::Context& c,
   TAC_CUBLAS_CALL(cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = kMaxWorkspace;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  // fp32 accumulation throughout: no split-K whose partial sums are reduced in the output type
+  // (fp16 / bf16 there; seen on an H200 as errors of one fp16 ulp of the partial sums).
+  uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof reduction);
   std::vector<cublasLtMatmulHeuristicResult_t> r(kMaxAlgos);
   int n = 0;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c.lt, ds.op, ds.x, ds.y, ds.d, ds.d, pref, kMaxAlgos, r.data(), &n);
