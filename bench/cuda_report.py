@@ -44,6 +44,8 @@ def main():
         p[(r['model'], r['batch'], r['mode'])] = r.get('median_ms')
         if r.get('flops'):
             flops[(r['model'], r['batch'])] = r['flops']
+        if r.get('nonfinite_outputs'):
+            p[(r['model'], r['batch'], 'nonfinite')] = r['nonfinite_outputs']
         if r.get('compile_s') is not None:
             p[(r['model'], r['batch'], r['mode'] + '_s')] = r['compile_s']
     keys = []
@@ -51,15 +53,15 @@ def main():
         mb = (k[0], k[1])
         if mb not in keys:
             keys.append(mb)
-    print('| model | batch | GFLOP | Tactician fp32 | Tactician fp16 | fp16, graphs off | fp16, cold L2 | eager | compile | '
+    print('| model | batch | GFLOP | Tactician fp32 | Tactician fp16 | fp16, graphs off | fp16, cold L2 | Tactician bf16 | eager | compile | '
           'max-autotune | eager / Tac | compile / Tac | max-autotune / Tac | Tac TFLOP/s |')
-    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
     ratios = {'eager': [], 'compile': [], 'max-autotune': [], 'eager_b1': []}
     for m, b in keys:
         tf = t.get((m, b, 'fp16'))
         f = flops.get((m, b))
         cells = [m, str(b), fmt(f / 1e9 if f else None, 1), fmt(t.get((m, b, 'fp32'))), fmt(tf), fmt(t.get((m, b, 'fp16-nographs'))),
-                 fmt(t.get((m, b, 'fp16-cold')))]
+                 fmt(t.get((m, b, 'fp16-cold'))), fmt(t.get((m, b, 'bf16')))]
         for mode in ('eager', 'compile', 'max-autotune'):
             v = p.get((m, b, mode))
             s = fmt(v)
@@ -77,6 +79,9 @@ def main():
         cells.append(fmt(f / tf / 1e9 if f and tf else None, 1))
         print('| ' + ' | '.join(cells) + ' |')
     print()
+    for (m, b, k), v in p.items():
+        if k == 'nonfinite':
+            print(f'{m} batch {b}: PyTorch fp16 eager output has {v} inf/NaN values (fp16 range)')
     for k, v in ratios.items():
         if v:
             print(f'geomean {k} / Tactician fp16: {math.exp(sum(map(math.log, v)) / len(v)):.2f} over {len(v)}')

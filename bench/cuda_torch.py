@@ -21,7 +21,8 @@ token ids stay int64), eval mode, torch.inference_mode().
 Timing: CUDA events around each call after the warm-up (compile modes: the first call, which
 compiles, is timed separately as compile_s), median / p10 / p90 over --runs calls, inputs from a
 pool of 4 random sets rotated per call. FLOPs per call come from torch.utils.flop_counter (matmuls
-and convolutions, 2 per multiply-add). One JSON line per measurement on stdout; progress on stderr.
+and convolutions, 2 per multiply-add; BERT-base: the formula in bert_base_flops, as the counter
+misses torch's fused encoder fast path). nonfinite_outputs counts inf/NaN in the fp16 eager output. One JSON line per measurement on stdout; progress on stderr.
 """
 import argparse, json, os, statistics, sys, time
 
@@ -62,6 +63,12 @@ def time_calls(fn, inputs, runs, warmup):
     ms.sort()
     return {'median_ms': statistics.median(ms), 'p10_ms': ms[int(0.1 * (len(ms) - 1) + 0.5)],
             'p90_ms': ms[int(0.9 * (len(ms) - 1) + 0.5)], 'runs': runs}
+
+
+def bert_base_flops(batch, seq=128, d=768, ffn=3072, layers=12):
+    """2 x multiply-adds of the BERT-base encoder: QKV and output projections, FFN, Q.K^T and P.V
+    (FlopCounterMode misses the fused fast-path encoder layers torch runs in inference mode)."""
+    return 2 * batch * layers * (seq * (4 * d * d + 2 * d * ffn) + 2 * seq * seq * d)
 
 
 def count_flops(model, x):
@@ -136,7 +143,9 @@ def main():
             rec = {'model': name, 'batch': batch, 'mode': mode, 'dtype': 'fp16', 'torch': torch.__version__}
             try:
                 with torch.inference_mode():
-                    rec['flops'] = count_flops(model, inputs[0])
+                    rec['flops'] = count_flops(model, inputs[0]) or (bert_base_flops(batch) if name == 'bert-base' else None)
+                    y = model(inputs[0])
+                    rec['nonfinite_outputs'] = int((~torch.isfinite(y)).sum())  # fp16 range: inf/NaN in the output
                     fn = model
                     if mode != 'eager':
                         fn = torch.compile(model, mode=None if mode == 'compile' else mode)

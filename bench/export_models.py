@@ -132,7 +132,13 @@ def export_one(name, spec, outdir):
               dynamic_axes={in_name: {0: 'batch'}, out_name: {0: 'batch'}}, do_constant_folding=True)
     if int(torch.__version__.split('.')[0]) >= 2:  # newer torch (the GPU machine's): the TorchScript exporter
         kw['dynamo'] = False
-    torch.onnx.export(m, (x,), f, **kw)
+    try:
+        torch.onnx.export(m, (x,), f, **kw)
+    except Exception as e:  # a torch without it: the dynamo exporter (other op patterns)
+        if kw.pop('dynamo', True):
+            raise
+        print(f'{name}: TorchScript exporter failed ({type(e).__name__}: {str(e)[:200]}); trying dynamo=True', flush=True)
+        torch.onnx.export(m, (x,), f, dynamo=True, **kw)
     mp = onnx.load(f)
     onnx.checker.check_model(f)  # by path: works for files near the 2 GB protobuf limit too
     save_pb(x.numpy(), in_name, os.path.join(d, 'test_data_set_0', 'input_0.pb'))
