@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Export the large benchmark models (resnet50, bert-base) to ONNX, with one test data set each.
+"""Export the benchmark models (resnet50, mobilenet_v2, bert-base) to ONNX, with one test data set each.
 
 usage: /usr/bin/python3 bench/export_models.py [OUTDIR] [--only NAME[,NAME...]] [--list]
 
@@ -103,6 +103,8 @@ def ids(vocab, seq, n=1):
 MODELS = {
     'resnet50': (lambda: randomize_bn(torchvision.models.resnet50(weights=None)), image(),
                  'input', 'logits', 'torchvision resnet50, batch 1, 224x224'),
+    'mobilenet_v2': (lambda: randomize_bn(torchvision.models.mobilenet_v2(weights=None)), image(),
+                     'input', 'logits', 'torchvision mobilenet_v2, batch 1, 224x224'),
     'bert-base': (lambda: randomize_transformer(BertLike(30522, 768, 12, 12, 3072, norm_first=False)),
                   ids(30522, 128), 'input_ids', 'last_hidden_state',
                   'BERT-base-like encoder: vocab 30522, d 768, 12 heads, 12 layers, ffn 3072, gelu, post-LN, '
@@ -126,8 +128,17 @@ def export_one(name, spec, outdir):
     d = os.path.join(outdir, name)
     os.makedirs(os.path.join(d, 'test_data_set_0'), exist_ok=True)
     f = os.path.join(d, 'model.onnx')
-    torch.onnx.export(m, (x,), f, opset_version=OPSET, input_names=[in_name], output_names=[out_name],
-                      dynamic_axes={in_name: {0: 'batch'}, out_name: {0: 'batch'}}, do_constant_folding=True)
+    kw = dict(opset_version=OPSET, input_names=[in_name], output_names=[out_name],
+              dynamic_axes={in_name: {0: 'batch'}, out_name: {0: 'batch'}}, do_constant_folding=True)
+    if int(torch.__version__.split('.')[0]) >= 2:  # newer torch (the GPU machine's): the TorchScript exporter
+        kw['dynamo'] = False
+    try:
+        torch.onnx.export(m, (x,), f, **kw)
+    except Exception as e:  # a torch without it: the dynamo exporter (other op patterns)
+        if kw.pop('dynamo', True):
+            raise
+        print(f'{name}: TorchScript exporter failed ({type(e).__name__}: {str(e)[:200]}); trying dynamo=True', flush=True)
+        torch.onnx.export(m, (x,), f, dynamo=True, **kw)
     mp = onnx.load(f)
     onnx.checker.check_model(f)  # by path: works for files near the 2 GB protobuf limit too
     save_pb(x.numpy(), in_name, os.path.join(d, 'test_data_set_0', 'input_0.pb'))

@@ -4,16 +4,22 @@
 # reference outputs and `bench`, all with --backend cuda; optionally a slice of the ONNX node
 # conformance suite. Logs go to OUT (few files: the device tool returns at most 8).
 #
-#   scripts/gpu_check.sh PKG_DIR OUT [--unit] [--node SLICE_DIR] [--bench] MODEL_DIR...
+#   scripts/gpu_check.sh PKG_DIR OUT [--unit] [--node SLICE_DIR] [--bench] [--route R --rtol X --atol Y] MODEL_DIR...
+#
+# --route: build, check and bench with that route (e.g. "precision.default=fp16"), checking with
+# the given tolerances (default rtol 1e-3, atol 1e-4); the logs name it.
 set -u
 pkg=$1 out=$2
 shift 2
-unit=0 node="" bench=0
+unit=0 node="" bench=0 route="" rtol=1e-3 atol=1e-4
 while [ $# -gt 0 ]; do
   case "$1" in
     --unit) unit=1 ;;
     --node) node=$2; shift ;;
     --bench) bench=1 ;;
+    --route) route=$2; shift ;;
+    --rtol) rtol=$2; shift ;;
+    --atol) atol=$2; shift ;;
     *) break ;;
   esac
   shift
@@ -32,16 +38,17 @@ if [ $unit = 1 ]; then
 fi
 for m in "$@"; do
   name=$(basename "$m")
-  echo "===== $name" >> "$out/build.txt"
-  timeout 300 tactician build "$m/model.onnx" --backend cuda --verbose >> "$out/build.txt" 2>&1
-  echo "build $name: rc=$? $(grep -o '[0-9]* of [0-9]* steps fall back[^,]*' "$out/build.txt" | tail -1)" >> "$summary"
-  echo "===== $name" >> "$out/check.txt"
-  timeout 300 tactician check "$m" --backend cuda --rtol 1e-3 --atol 1e-4 --verbose >> "$out/check.txt" 2>&1
-  echo "check $name: rc=$? $(tail -1 "$out/check.txt")" >> "$summary"
+  echo "===== $name [$route]" >> "$out/build.txt"
+  timeout 300 tactician build "$m/model.onnx" --backend cuda --route "$route" --verbose >> "$out/build.txt" 2>&1
+  echo "build $name [$route]: rc=$? $(grep -o '[0-9]* of [0-9]* steps fall back[^,]*' "$out/build.txt" | tail -1)" >> "$summary"
+  echo "===== $name [$route]" >> "$out/check.txt"
+  timeout 300 tactician check "$m" --backend cuda --route "$route" --rtol $rtol --atol $atol --verbose >> "$out/check.txt" 2>&1
+  echo "check $name [$route] rtol $rtol atol $atol: rc=$? $(tail -1 "$out/check.txt")" >> "$summary"
   if [ $bench = 1 ]; then
     for b in cuda cpu; do
-      r=$(timeout 120 tactician bench "$m/model.onnx" --backend $b --min-seconds 2 2>&1 | grep -E 'median|error|warning' | tr '\n' ' ')
-      echo "bench $name --backend $b: $r" >> "$summary"
+      [ $b = cpu ] && [ -n "$route" ] && continue
+      r=$(timeout 120 tactician bench "$m/model.onnx" --backend $b --route "$route" --min-seconds 2 2>&1 | grep -E 'median|error|warning' | tr '\n' ' ')
+      echo "bench $name --backend $b [$route]: $r" >> "$summary"
     done
   fi
 done

@@ -46,6 +46,10 @@ Shape shape_of(const ir::ValueType& t) {
 }
 
 // ---- the global knobs ----
+// Passes whose fused op has no CUDA tactic yet: on the CUDA backend they default to off, since
+// their node would run on the host (host_reference) between device steps.
+bool pass_has_no_cuda_tactic(const std::string& name) { return name == "fuse_attention" || name == "fuse_elementwise"; }
+
 void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   std::vector<std::string> threads;
   for (int i = 1; i <= hardware_threads(); ++i) threads.push_back(std::to_string(i));
@@ -66,14 +70,20 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   space.add({"memory.concat_alias", {"on", "off"}, "on",
              "Concat inputs live in their slices of the output (when the dims before the axis are 1): their producers "
              "write there and the Concat copies nothing", KnobScope::global});
-  space.add({"precision.default", precision_values(), "fp32",
+  space.add({"precision.default", precision_values(backend), "fp32",
              "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
-             "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales",
+             "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales; on CUDA fp16 and bf16 "
+             "(casts, fp32 accumulation; elementwise ops between such layers follow) and tf32 (a math mode)",
              KnobScope::global});
-  if (const auto pv = precision_values(); std::find(pv.begin(), pv.end(), "int8") != pv.end())
+  if (const auto pv = precision_values(backend); std::find(pv.begin(), pv.end(), "int8") != pv.end())
     space.add({"precision.calibration", calibration_methods(), "max",
                "the activation range int8 scales cover: the largest |x| over the calibration inputs (max), or a "
                "percentile of |x| (clips rare outliers for finer steps); the tolerance decides",
+               KnobScope::global});
+  if (backend == kernels::Backend::cuda)
+    space.add({"cuda.graphs", {"on", "off"}, "on",
+               "capture the engine's steps into a CUDA graph once and replay it (one launch per run instead of one "
+               "per kernel); engines with host_reference steps stay eager",
                KnobScope::global});
   // The layout tactics are CPU tactics: CUDA plans stay nchw.
   space.add({"layout.default", backend == kernels::Backend::cpu ? layout_values() : std::vector<std::string>{"nchw"}, "nchw",
@@ -81,8 +91,12 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
                          "elementwise ops between them; blocked = ") +
                  ir::layout_name(blocked_layout()) + " here; Reformat steps convert where a consumer needs another",
              KnobScope::global});
-  for (const Pass& p : pass_pipeline())
-    space.add({std::string("pass.") + p.name, {"on", "off"}, p.default_on ? "on" : "off", p.help, KnobScope::global});
+  for (const Pass& p : pass_pipeline()) {
+    const bool on = p.default_on && !(backend == kernels::Backend::cuda && pass_has_no_cuda_tactic(p.name));
+    space.add({std::string("pass.") + p.name, {"on", "off"}, on ? "on" : "off",
+               std::string(p.help) + (on != p.default_on ? " (off by default on CUDA: no CUDA tactic for its fused op yet)" : ""),
+               KnobScope::global});
+  }
 }
 
 // ---- shapes ----
@@ -276,7 +290,7 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
     calib = it->second;
   }
   PrecisionReport pr;
-  TAC_RETURN_IF_ERROR(apply_precision(m, choice, calib ? &*calib : nullptr, &pr));
+  TAC_RETURN_IF_ERROR(apply_precision(m, choice, calib ? &*calib : nullptr, &pr, opts.backend));
   for (std::string& line : pr.log) ctx.log.push_back(std::move(line));
   if (report) {
     report->casts = pr.casts;
@@ -605,16 +619,17 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   std::vector<std::string> order;
   // Precision and layout knobs: the candidates of the default graph (see precision.h, layout.h).
   std::vector<Knob> precision_knobs, layout_knobs;
-  // Variants 2, 3: every candidate in bf16 / int8, so that routes can pin the lower-precision
-  // tactics of the nodes variants 0 and 1 name (the casts they add get no knobs of their own).
-  const std::vector<std::string> lowp = precision_values();
-  for (int variant = 0; variant < 4; ++variant) {
+  // Variants 2, 3, 4: every candidate in bf16 / int8 / fp16, so that routes can pin the
+  // lower-precision tactics of the nodes variants 0 and 1 name (the casts they add get no knobs
+  // of their own).
+  const std::vector<std::string> lowp = precision_values(opts.backend);
+  for (int variant = 0; variant < 5; ++variant) {
     Route r;
     if (variant == 1)
       for (const Pass& p : pass_pipeline())
         if (std::string(p.name).rfind("fuse_", 0) == 0) r.values[std::string("pass.") + p.name] = "off";
     if (variant >= 2) {
-      const char* want = variant == 2 ? "bf16" : "int8";
+      const char* want = variant == 2 ? "bf16" : variant == 3 ? "int8" : "fp16";
       if (std::find(lowp.begin(), lowp.end(), want) == lowp.end()) continue;
       r.values["precision.default"] = want;
     }
@@ -656,10 +671,13 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       if (variant == 0) groups[n.name] = node_signature(g->graph, n);
       for (const auto& [t, cost] : r2.candidates) {
         if (std::find(it->second.begin(), it->second.end(), t->name) == it->second.end()) it->second.push_back(t->name);
-        // The precision the node computes in here: a lowered node reads bf16 or 8-bit data.
+        // The precision the node computes in here: a lowered node reads bf16, fp16 or 8-bit data.
         const DType in = n.inputs.empty() || n.inputs[0] == ir::kNoValue
                              ? DType::float32 : g->graph.values[static_cast<size_t>(n.inputs[0])].type.dtype;
-        const std::string precision = in == DType::bfloat16 ? "bf16" : in == DType::uint8 || in == DType::int8 ? "int8" : "fp32";
+        const std::string precision = in == DType::bfloat16                      ? "bf16"
+                                      : in == DType::float16                     ? "fp16"
+                                      : in == DType::uint8 || in == DType::int8 ? "int8"
+                                                                                 : "fp32";
         auto& ps = precisions_of[n.name][t->name];
         if (std::find(ps.begin(), ps.end(), precision) == ps.end()) ps.push_back(precision);
         if (variant == 0) {
@@ -699,6 +717,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   plan.model_hash = m.hash;
   TAC_ASSIGN_OR_RETURN(plan.device, device_fingerprint(opts.backend));
   plan.backend = opts.backend;
+  plan.cuda_graphs = opts.backend == kernels::Backend::cuda && view.get("cuda.graphs") == "on";
   plan.threads = static_cast<int>(view.get_int("threads"));
   TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log, /*calibrate=*/true, &plan.report));
   for (int v : m.graph.inputs)

@@ -129,7 +129,9 @@ Route active_route(const Route& route, const KnobSpace& space, std::vector<std::
       if (auto cond = knob->value_precisions.find(v); cond != knob->value_precisions.end()) {
         const std::string node = k.substr(k.find('.') + 1);
         const std::string p = node_precision(route, space, node);
-        if (std::find(cond->second.begin(), cond->second.end(), p) == cond->second.end()) {
+        // tf32 is fp32 data under a math mode (CUDA): the fp32 tactics apply.
+        const std::string data = p == "tf32" ? "fp32" : p;
+        if (std::find(cond->second.begin(), cond->second.end(), data) == cond->second.end()) {
           if (inactive) inactive->push_back(k + "=" + v + " (" + node + " computes in " + p + ")");
           continue;
         }

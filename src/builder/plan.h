@@ -75,6 +75,7 @@ struct Plan {
   // The sizes the model's symbolic input dims were built for (from --dim or the inputs given;
   // unbound symbols are 1). Inputs of other sizes are refused, naming them.
   std::map<std::string, int64_t> dims;
+  bool cuda_graphs = false;  // CUDA plans: knob cuda.graphs (read back from `route` when loaded)
   BuildReport report;
 
   int64_t weight_bytes() const;

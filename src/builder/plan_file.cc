@@ -159,6 +159,10 @@ Result<Plan> load_plan(const std::string& path) {
   }
   if (!r.str(model_bytes)) return bad();
   plan.threads = threads;
+  if (plan.backend == kernels::Backend::cuda) {  // cuda.graphs defaults to on; the route says otherwise
+    auto route = Route::parse(plan.route);
+    plan.cuda_graphs = !(route && route->values.count("cuda.graphs") && route->values.at("cuda.graphs") == "off");
+  }
   TAC_ASSIGN_OR_RETURN(plan.model, io::load_model_from_bytes(model_bytes, path + " (graph)", ""));
   ir::Graph& g = plan.model.graph;
   plan.values.assign(g.values.size(), PlanValue{});

@@ -67,20 +67,30 @@ ir::Attribute int_attr(int64_t i) {
   return a;
 }
 
-Tensor to_bf16(const Tensor& t) {
-  Tensor out = Tensor::create(DType::bfloat16, t.shape()).value();
+// An fp32 constant in bf16 or fp16 (round to nearest even).
+Tensor to_low(const Tensor& t, DType low) {
+  Tensor out = Tensor::create(low, t.shape()).value();
   const float* src = t.data<float>();
-  BFloat16* dst = out.data<BFloat16>();
-  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = BFloat16(src[i]);
+  if (low == DType::float16) {
+    Float16* dst = out.data<Float16>();
+    for (int64_t i = 0; i < t.numel(); ++i) dst[i] = Float16(src[i]);
+  } else {
+    BFloat16* dst = out.data<BFloat16>();
+    for (int64_t i = 0; i < t.numel(); ++i) dst[i] = BFloat16(src[i]);
+  }
   return out;
 }
+
+bool is_low(DType t) { return t == DType::bfloat16 || t == DType::float16; }
+const char* low_suffix(DType t) { return t == DType::float16 ? ".fp16" : ".bf16"; }
+DType low_dtype(const std::string& p) { return p == "fp16" ? DType::float16 : DType::bfloat16; }
 
 struct Rewriter {
   ir::Graph& g;
   PrecisionReport* report;
   std::set<std::string> node_names;
   std::vector<ir::Node> added;
-  std::map<int, int> bf16_of;  // fp32 value -> its Cast to bf16 (one per value)
+  std::map<std::pair<int, DType>, int> low_of;  // (fp32 value, bf16/fp16) -> its Cast (one per value)
   std::map<std::pair<int, int>, int> quantized_of;  // (fp32 value, u8?) -> QuantizeLinear output
 
   std::string unique_node_name(const std::string& base) {
@@ -100,33 +110,41 @@ struct Rewriter {
     c.attrs = std::move(attrs);
     added.push_back(std::move(c));
   }
-  // The bf16 version of fp32 activation `v` (a Cast node, shared by every consumer).
-  int cast_to_bf16(int v) {
-    auto it = bf16_of.find(v);
-    if (it != bf16_of.end()) return it->second;
+  // The bf16 / fp16 version of fp32 activation `v` (a Cast node, shared by every consumer).
+  int cast_to_low(int v, DType low) {
+    auto it = low_of.find({v, low});
+    if (it != low_of.end()) return it->second;
     const std::string base = value(g, v).name;
-    const int out = add_value_like(g, v, base + ".bf16", DType::bfloat16);
-    add_node(base + ".to_bf16", OpKind::Cast, {v}, out, {{"to", int_attr(static_cast<int64_t>(DType::bfloat16))}});
-    bf16_of[v] = out;
+    const int out = add_value_like(g, v, base + low_suffix(low), low);
+    add_node(base + (low == DType::float16 ? ".to_fp16" : ".to_bf16"), OpKind::Cast, {v}, out,
+             {{"to", int_attr(static_cast<int64_t>(low))}});
+    low_of[{v, low}] = out;
     return out;
   }
-  int bf16_constant(int v) { return add_constant(g, value(g, v).name + ".bf16", to_bf16(*value(g, v).initializer)); }
+  int low_constant(int v, DType low) {
+    return add_constant(g, value(g, v).name + low_suffix(low), to_low(*value(g, v).initializer, low));
+  }
+  // `n`'s fp32 output k becomes a `low` value; a Cast writes the fp32 value for the consumers.
+  void cast_output_back(ir::Node& n, size_t k, DType low) {
+    const int y = n.outputs[k];
+    const int y16 = add_value_like(g, y, value(g, y).name + low_suffix(low), low);
+    n.outputs[k] = y16;
+    add_node(n.name + (k ? ".out" + std::to_string(k) : std::string()) + ".to_fp32", OpKind::Cast, {y16}, y,
+             {{"to", int_attr(static_cast<int64_t>(DType::float32))}});
+  }
 
-  // Node `n` computes in bf16: inputs cast, weights converted, output cast back.
-  void lower_bf16(ir::Node& n) {
+  // Node `n` computes in bf16 / fp16: inputs cast, weights converted, output cast back.
+  void lower_low(ir::Node& n, DType low) {
     const int res = residual_index(n);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const int v = n.inputs[i];
       if (v == ir::kNoValue) continue;
       const bool operand = i == 0 || i == 1 || static_cast<int>(i) == res;  // bias stays fp32
       if (!operand) continue;
-      n.inputs[i] = is_const(g, v) ? bf16_constant(v) : cast_to_bf16(v);
+      n.inputs[i] = is_const(g, v) ? low_constant(v, low) : cast_to_low(v, low);
     }
-    const int y = n.outputs[0];
-    const int y16 = add_value_like(g, y, value(g, y).name + ".bf16", DType::bfloat16);
-    n.outputs[0] = y16;
-    add_node(n.name + ".to_fp32", OpKind::Cast, {y16}, y, {{"to", int_attr(static_cast<int64_t>(DType::float32))}});
-    ++report->bf16_nodes;
+    cast_output_back(n, 0, low);
+    ++(low == DType::float16 ? report->fp16_nodes : report->bf16_nodes);
   }
 
   // Node `n` computes in int8 (see precision.h).
@@ -213,18 +231,20 @@ struct Rewriter {
   }
 };
 
-// Drops Cast(bf16->fp32) -> Cast(fp32->bf16) pairs: the second reads the first's input instead.
+// Drops Cast(low->fp32) -> Cast(fp32->low) pairs (low: bf16 or fp16, the same on both sides): the
+// second reads the first's input instead.
 Status cancel_casts(ir::Graph& g, PrecisionReport* report) {
   std::vector<bool> dead(g.nodes.size(), false);
   int cancelled = 0;
   for (const ir::Node& n : g.nodes) {
     if (n.op != OpKind::Cast || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
     const int src = n.inputs[0];
-    if (value(g, src).type.dtype != DType::float32 || value(g, n.outputs[0]).type.dtype != DType::bfloat16) continue;
+    const DType low = value(g, n.outputs[0]).type.dtype;
+    if (value(g, src).type.dtype != DType::float32 || !is_low(low)) continue;
     const int p = value(g, src).producer;
     if (p < 0) continue;
     const ir::Node& up = g.nodes[static_cast<size_t>(p)];
-    if (up.op != OpKind::Cast || value(g, up.inputs[0]).type.dtype != DType::bfloat16) continue;
+    if (up.op != OpKind::Cast || value(g, up.inputs[0]).type.dtype != low) continue;
     replace_uses(g, n.outputs[0], up.inputs[0]);
     dead[static_cast<size_t>(n.index)] = true;
     ++cancelled;
@@ -267,7 +287,103 @@ Status chain_int8(ir::Graph& g, PrecisionReport* report) {
   return remove_nodes(g, dead);
 }
 
+
+// CUDA: which ops follow their neighbours into bf16 / fp16 (their CUDA kernels take fp32, fp16
+// and bf16), and which of their inputs are float operands, converted with them (LayerNorm's
+// scale and bias and Clip's bounds too, as ONNX types them like x; shapes, indices and the
+// starts of a Slice keep their types).
+bool follows_low(const ir::Node& n, size_t input) {
+  switch (n.op) {
+    case OpKind::Relu: case OpKind::Sigmoid: case OpKind::Tanh: case OpKind::Erf: case OpKind::Exp: case OpKind::Neg:
+    case OpKind::Abs: case OpKind::Sqrt: case OpKind::Reciprocal: case OpKind::Gelu: case OpKind::LeakyRelu:
+    case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Softmax:
+    case OpKind::Transpose: case OpKind::Reshape: case OpKind::Flatten: case OpKind::MaxPool: case OpKind::AveragePool:
+    case OpKind::GlobalAveragePool:
+    case OpKind::Squeeze: case OpKind::Unsqueeze: case OpKind::Identity: case OpKind::Slice: case OpKind::Gather:
+      return input == 0;
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
+    case OpKind::Concat: case OpKind::LayerNormalization: case OpKind::Clip:
+      return true;
+    default:
+      return false;
+  }
+}
+bool follows_low(const ir::Node& n) {
+  if (n.domain != "" || n.outputs.empty()) return false;
+  for (size_t k = 1; k < n.outputs.size(); ++k)
+    if (n.outputs[k] != ir::kNoValue) return false;
+  return follows_low(n, 0);
+}
+
+// CUDA only: an op of follows_low() with an fp32 operand that comes out of Cast(low -> fp32)
+// computes in that type too (constant operands converted, other activations cast), and its
+// output is cast back. Sweeps until nothing changes, so chains follow; cancel_casts() then drops the pairs, and
+// activations stay in bf16 / fp16 between the lowered layers instead of paying two casts around
+// every LayerNorm, Softmax, residual Add and reshape.
+Status propagate_low(ir::Graph& g, Rewriter& rw, PrecisionReport* report) {
+  int followed = 0;
+  for (int sweep = 0; sweep < 64; ++sweep) {
+    rw.added.clear();
+    int changed = 0;
+    const size_t n_nodes = g.nodes.size();
+    for (size_t ni = 0; ni < n_nodes; ++ni) {
+      ir::Node& n = g.nodes[ni];
+      if (!follows_low(n) || value(g, n.outputs[0]).type.dtype != DType::float32) continue;
+      // The low type of the operands that come out of a Cast(low -> fp32); other fp32 operands
+      // (an attention mask computed from an input, say) get a Cast of their own, shared by
+      // every consumer, instead of keeping this node -- and the casts around it -- in fp32.
+      DType low = DType::undefined;
+      bool ok = true;
+      auto cast_source = [&](int v) -> int {  // the low value v was cast from, or -1
+        const int p = value(g, v).producer;
+        const ir::Node* up = p >= 0 ? &g.nodes[static_cast<size_t>(p)] : nullptr;
+        return up && up->op == OpKind::Cast && up->inputs.size() == 1 && is_low(value(g, up->inputs[0]).type.dtype)
+                   ? up->inputs[0]
+                   : -1;
+      };
+      for (size_t i = 0; i < n.inputs.size() && ok; ++i) {
+        const int v = n.inputs[i];
+        if (v == ir::kNoValue || !follows_low(n, i)) continue;
+        if (value(g, v).type.dtype != DType::float32) ok = false;
+        else if (const int src = cast_source(v); src >= 0) {
+          const DType t = value(g, src).type.dtype;
+          if (low != DType::undefined && low != t) ok = false;
+          low = t;
+        }
+      }
+      if (!ok || low == DType::undefined) continue;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const int v = n.inputs[i];
+        if (v == ir::kNoValue || !follows_low(n, i)) continue;
+        if (is_const(g, v)) n.inputs[i] = value(g, v).initializer->dtype() == DType::float32 ? rw.low_constant(v, low) : v;
+        else if (const int src = cast_source(v); src >= 0) n.inputs[i] = src;
+        else n.inputs[i] = rw.cast_to_low(v, low);
+      }
+      rw.cast_output_back(n, 0, low);
+      ++changed;
+    }
+    if (!changed) break;
+    followed += changed;
+    for (ir::Node& c : rw.added) {
+      c.index = static_cast<int>(g.nodes.size());
+      g.nodes.push_back(std::move(c));
+    }
+    rw.added.clear();
+    TAC_RETURN_IF_ERROR(g.sort_topologically());
+  }
+  report->followed_nodes = followed;
+  if (!followed) return Status::ok();
+  report->log.push_back("precision: " + std::to_string(followed) + " elementwise / movement nodes follow into bf16/fp16");
+  // The Casts back to fp32 that nothing reads any more go (remove_nodes drops unused nodes).
+  return remove_nodes(g, std::vector<bool>(g.nodes.size(), false));
+}
+
 }  // namespace
+
+std::vector<std::string> precision_values(kernels::Backend backend) {
+  if (backend == kernels::Backend::cuda) return {"fp32", "tf32", "fp16", "bf16"};
+  return precision_values();
+}
 
 std::vector<std::string> precision_values() {
   std::vector<std::string> v = {"fp32"};
@@ -334,7 +450,7 @@ std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const R
 }
 
 Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
-                       PrecisionReport* report) {
+                       PrecisionReport* report, kernels::Backend backend) {
   ir::Graph& g = m.graph;
   PrecisionReport local;
   if (!report) report = &local;
@@ -345,9 +461,19 @@ Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& c
     ir::Node& n = g.nodes[i];
     auto it = choice.find(n.name);
     if (it == choice.end() || it->second == "fp32") continue;
-    if (it->second == "bf16") {
-      if (!precision_candidate(g, n)) return invalid_argument("precision." + n.name + "=bf16: " + n.label() + " cannot compute in bf16");
-      rw.lower_bf16(n);
+    const bool cuda = backend == kernels::Backend::cuda;
+    if (it->second == "bf16" || (cuda && it->second == "fp16")) {
+      if (!precision_candidate(g, n))
+        return invalid_argument("precision." + n.name + "=" + it->second + ": " + n.label() + " cannot compute in " + it->second);
+      rw.lower_low(n, low_dtype(it->second));
+    } else if (cuda && it->second == "tf32") {
+      ir::Attribute a;
+      a.type = ir::Attribute::Type::s;
+      a.s = "tf32";
+      n.attrs["tac_math"] = a;  // read by the cuBLASLt and cuDNN tactics (math mode, no casts)
+      ++report->tf32_nodes;
+    } else if (cuda && it->second == "int8") {
+      return invalid_argument("precision." + n.name + "=int8: not on the CUDA backend (fp32, tf32, fp16, bf16)");
     } else if (it->second == "int8") {
       if (!int8_candidate(g, n))
         return invalid_argument("precision." + n.name + "=int8: " + n.label() +
@@ -364,11 +490,16 @@ Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& c
     g.nodes.push_back(std::move(c));
   }
   TAC_RETURN_IF_ERROR(g.sort_topologically());
+  if (backend == kernels::Backend::cuda && report->bf16_nodes + report->fp16_nodes > 0)
+    TAC_RETURN_IF_ERROR(propagate_low(g, rw, report));
   TAC_RETURN_IF_ERROR(cancel_casts(g, report));
   TAC_RETURN_IF_ERROR(chain_int8(g, report));
   report->casts = 0;
   for (const ir::Node& n : g.nodes) report->casts += n.op == OpKind::Cast && n.domain.empty() ? 1 : 0;
   report->log.push_back("precision: " + std::to_string(report->bf16_nodes) + " nodes in bf16, " +
+                        (backend == kernels::Backend::cuda ? std::to_string(report->fp16_nodes) + " in fp16, " +
+                                                                 std::to_string(report->tf32_nodes) + " in tf32, "
+                                                           : std::string()) +
                         std::to_string(report->int8_nodes) + " in int8; " + std::to_string(report->casts) + " casts, " +
                         std::to_string(report->quantizes) + " quantizes");
   return Status::ok();

@@ -1,5 +1,6 @@
 // Precision per layer (DESIGN.md section 3 "Precision"): a graph rewrite after the fusion passes.
-// Knobs: precision.default=fp32|bf16|int8 and precision.<node>=default|fp32|bf16|int8 for the
+// Knobs: precision.default=fp32|bf16|int8 (CUDA: fp32|tf32|fp16|bf16) and
+// precision.<node>=default|<those> for the
 // nodes that have a lower-precision tactic (Conv, FusedConv, MatMul, FusedMatMul, Gemm; int8
 // only where the weights are constant). precision.default=int8 leaves the nodes without an int8
 // form (a MatMul of two activations, a Gemm) in fp32.
@@ -26,11 +27,14 @@
 #include "builder/knobs.h"
 #include "core/datum.h"
 #include "ir/graph.h"
+#include "kernels/tactic.h"
 
 namespace tac::builder {
 
 // Values precision knobs take on this CPU: fp32, then bf16 (AVX512-BF16) and int8 (AVX512-VNNI).
 std::vector<std::string> precision_values();
+// On `backend`: the CPU's above; on CUDA fp32, tf32, fp16, bf16.
+std::vector<std::string> precision_values(kernels::Backend backend);
 
 // True when `n` (in a graph after passes, shapes known) is a node the precision rewrite can
 // lower: a 2-D Conv / FusedConv with constant weights, or a MatMul / FusedMatMul / Gemm with
@@ -57,17 +61,23 @@ std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const R
                                                      std::vector<std::string>* inactive = nullptr);
 
 struct PrecisionReport {
-  int casts = 0;       // Cast steps left after the cleanup (bf16 <-> fp32)
+  int casts = 0;       // Cast steps left after the cleanup (bf16/fp16 <-> fp32)
   int quantizes = 0;   // QuantizeLinear steps (fp32 -> int8)
   int bf16_nodes = 0, int8_nodes = 0;
+  int fp16_nodes = 0, tf32_nodes = 0;  // CUDA only
+  int followed_nodes = 0;              // CUDA: elementwise / movement nodes that follow into bf16/fp16
   std::vector<std::string> log;
 };
 
 // Rewrites `m` in place for `choice` (node name -> precision). int8 nodes read their activation
 // scales from `calib` (nullptr: placeholder scales of 1, for the knob space, which only needs the
 // graph's structure). Errors name the node.
+// On the CUDA backend, also fp16 (as bf16) and tf32 (no casts: the node gets attribute
+// tac_math=tf32, which the cuBLASLt and cuDNN tactics read as their math mode), and the
+// elementwise / movement ops between lowered layers follow them into bf16/fp16 (see
+// propagate_low in precision.cc); int8 is refused there.
 Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
-                       PrecisionReport* report);
+                       PrecisionReport* report, kernels::Backend backend = kernels::Backend::cpu);
 
 // The values precision.calibration takes: "max" (the largest |x| seen) or "pNN.NN" (that
 // percentile of |x| over every element seen: clips rare outliers, finer steps for the rest).

@@ -86,6 +86,15 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     for (size_t v = 0; v < g.values.size(); ++v)
       if (p.values[v].is_dynamic() && last[v] >= 0) e->release_after_[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
   }
+  if (on_device && p.cuda_graphs) {
+    e->use_graph_ = true;
+    for (const builder::PlanStep& st : p.steps)
+      if (std::string(st.tactic->name) == "host_reference") {
+        e->use_graph_ = false;
+        e->graph_off_reason_ = "a step runs on the host (" + g.nodes[static_cast<size_t>(st.node)].label() + ")";
+        break;
+      }
+  }
   if (on_device) {
     TAC_ASSIGN_OR_RETURN(e->dev_workspace_, cuda::DeviceBuffer::allocate(static_cast<size_t>(workspace)));
     e->workspace_ = static_cast<std::byte*>(e->dev_workspace_.get());
@@ -225,13 +234,45 @@ Status Engine::run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std:
   return Status::ok();
 }
 
-Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns) {
+std::string Engine::graph_state() const {
+  if (plan_->backend != kernels::Backend::cuda) return "";
+  if (!plan_->cuda_graphs) return "off (route: cuda.graphs=off)";
+  if (!use_graph_) return "off: " + graph_off_reason_;
+  return graph_.empty() ? "on (captured at the first launch)" : "on (replaying a CUDA graph)";
+}
+
+Status Engine::upload_inputs(const std::vector<Tensor>& inputs) {
+  if (plan_->backend != kernels::Backend::cuda) return invalid_argument("upload_inputs: not a CUDA plan");
+  TAC_RETURN_IF_ERROR(check_inputs(to_values(inputs)));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].raw(), inputs[i].bytes()));
+  return Status::ok();
+}
+
+Status Engine::launch() {
+  if (plan_->backend != kernels::Backend::cuda) return invalid_argument("launch: not a CUDA plan");
+  if (use_graph_ && graph_.empty()) {
+    TAC_RETURN_IF_ERROR(cuda::Graph::begin_capture());
+    Status st = run_steps(nullptr, nullptr, nullptr);
+    auto captured = cuda::Graph::end_capture();
+    if (st.is_ok() && captured.is_ok()) {
+      graph_ = std::move(captured).value();
+    } else {  // run eagerly from now on, and say why
+      use_graph_ = false;
+      graph_off_reason_ = "capture failed: " + (st.is_ok() ? captured.status() : st).message();
+    }
+  }
+  if (!graph_.empty()) return graph_.launch();
+  return run_steps(nullptr, nullptr, nullptr);
+}
+
+// The inputs against the plan: count, kind, and the dtype and shape of every static input.
+Status Engine::check_inputs(const std::vector<Datum>& inputs) const {
   const builder::Plan& p = *plan_;
   const ir::Graph& g = p.model.graph;
   if (inputs.size() != g.inputs.size())
     return invalid_argument("the engine takes " + std::to_string(g.inputs.size()) + " inputs, " +
                             std::to_string(inputs.size()) + " given");
-  const bool dynamic = dynamic_;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const builder::PlanValue& pv = p.values[static_cast<size_t>(g.inputs[i])];
     const ir::Value& val = g.values[static_cast<size_t>(g.inputs[i])];
@@ -247,27 +288,54 @@ Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std
                               (p.dims.empty() ? "" : " (built for " + builder::dims_to_string(p.dims) + "; rebuild with --dim for other sizes)"));
   }
   // Dynamic inputs: the kind, dtype and known dims the graph declares.
-  if (dynamic) TAC_RETURN_IF_ERROR(ref::check_inputs(g, inputs));
-  // Dynamic values of this run, by value id (empty for a fixed-shape plan).
-  std::vector<Datum> dynamic_values(dynamic ? g.values.size() : 0);
-  for (size_t i = 0; i < inputs.size() && dynamic; ++i)
-    if (p.values[static_cast<size_t>(g.inputs[i])].is_dynamic()) dynamic_values[static_cast<size_t>(g.inputs[i])] = inputs[i];
+  if (dynamic_) TAC_RETURN_IF_ERROR(ref::check_inputs(g, inputs));
+  return Status::ok();
+}
+
+// The steps, in order. `inputs` (CPU plans) are read in place; CUDA plans read the device copies
+// upload_inputs made (nullptr). `dynamic_values`: this run's dynamic values by value id (CPU).
+Status Engine::run_steps(const std::vector<Datum>* inputs, std::vector<double>* step_ns,
+                         std::vector<Datum>* dynamic_values) {
+  const builder::Plan& p = *plan_;
+  const ir::Graph& g = p.model.graph;
   const bool on_device = p.backend == kernels::Backend::cuda;
-  if (on_device)
-    for (size_t i = 0; i < inputs.size(); ++i)
-      TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].tensor.raw(), inputs[i].tensor.bytes()));
   for (size_t s = 0; s < kernels_.size(); ++s) {
     Views& v = views_[s];
-    for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>(inputs[pos].tensor.raw());
+    if (inputs)
+      for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>((*inputs)[pos].tensor.raw());
     auto t0 = step_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    Status st = p.steps[s].dynamic ? run_dynamic_step(s, inputs, dynamic_values) : kernels_[s]->run(v.in, v.out, workspace_);
-    for (int id : release_after_[s]) dynamic_values[static_cast<size_t>(id)] = Datum();
+    Status st = p.steps[s].dynamic ? (inputs && dynamic_values ? run_dynamic_step(s, *inputs, *dynamic_values)
+                                                               : internal_error("a dynamic step in a device plan"))
+                                   : kernels_[s]->run(v.in, v.out, workspace_);
+    if (dynamic_values)
+      for (int id : release_after_[s]) (*dynamic_values)[static_cast<size_t>(id)] = Datum();
     if (on_device && step_ns && st.is_ok()) st = cuda::synchronize();
     if (step_ns) (*step_ns)[s] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     if (!st) {
       const ir::Node& n = g.nodes[static_cast<size_t>(p.steps[s].node)];
       return st.with_context(n.label() + " (tactic " + p.steps[s].tactic->name + "): ");
     }
+  }
+  return Status::ok();
+}
+
+Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns) {
+  const builder::Plan& p = *plan_;
+  const ir::Graph& g = p.model.graph;
+  TAC_RETURN_IF_ERROR(check_inputs(inputs));
+  const bool dynamic = dynamic_;
+  // Dynamic values of this run, by value id (empty for a fixed-shape plan).
+  std::vector<Datum> dynamic_values(dynamic ? g.values.size() : 0);
+  for (size_t i = 0; i < inputs.size() && dynamic; ++i)
+    if (p.values[static_cast<size_t>(g.inputs[i])].is_dynamic()) dynamic_values[static_cast<size_t>(g.inputs[i])] = inputs[i];
+  const bool on_device = p.backend == kernels::Backend::cuda;
+  if (on_device) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].tensor.raw(), inputs[i].tensor.bytes()));
+    // Profiling synchronizes after every step: never inside a graph.
+    TAC_RETURN_IF_ERROR(step_ns ? run_steps(nullptr, step_ns, nullptr) : launch());
+  } else {
+    TAC_RETURN_IF_ERROR(run_steps(&inputs, step_ns, &dynamic_values));
   }
   std::vector<Datum> outs;
   for (int v : g.outputs) {

@@ -36,9 +36,20 @@ class Engine {
   std::vector<std::pair<DType, Shape>> input_specs() const;
   bool has_dynamic_inputs() const;
 
+  // CUDA plans, for device-side timing (runtime/measure.h): upload_inputs enqueues the inputs'
+  // copies to their device slots; launch enqueues the steps alone on the stream. With the
+  // plan's cuda.graphs=on the first launch captures the steps into a CUDA graph and every launch
+  // replays it (steps that cannot be captured, such as host_reference, keep the engine eager).
+  Status upload_inputs(const std::vector<Tensor>& inputs);
+  Status launch();
+  // "on (replaying a CUDA graph)", "off (route)", "off: <why>"; "" for CPU plans.
+  std::string graph_state() const;
+
  private:
   Engine() = default;
   Status create_device_memory();
+  Status check_inputs(const std::vector<Datum>& inputs) const;
+  Status run_steps(const std::vector<Datum>* inputs, std::vector<double>* step_ns, std::vector<Datum>* dynamic_values);
   Result<std::vector<Datum>> execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns);
   Status run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std::vector<Datum>& dynamic_values);
 
@@ -58,6 +69,9 @@ class Engine {
   cuda::DeviceBuffer dev_arena_, dev_workspace_, dev_constants_, dev_inputs_;
   std::vector<void*> dev_input_ptr_;                 // by graph input position
   std::vector<const void*> dev_value_ptr_;           // by value id: device address of inputs/constants
+  bool use_graph_ = false;        // cuda.graphs=on and every step can be captured
+  std::string graph_off_reason_;  // why not, when the route asked for graphs
+  cuda::Graph graph_;             // captured at the first launch()
 };
 
 }  // namespace tac::runtime

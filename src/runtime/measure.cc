@@ -3,23 +3,40 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 namespace tac::runtime {
 
 Result<Latency> measure(Engine& e, const std::vector<std::vector<Tensor>>& sets, int min_runs,
-                        double min_seconds, int warmup) {
+                        double min_seconds, int warmup, bool l2_flush) {
   for (int i = 0; i < warmup; ++i) {
     auto r = e.run(sets[static_cast<size_t>(i) % sets.size()]);
     if (!r) return r.status();
   }
+  const bool device = e.plan().backend == kernels::Backend::cuda;
+  std::optional<cuda::EventTimer> timer;
+  if (device) {
+    TAC_ASSIGN_OR_RETURN(timer, cuda::EventTimer::create());
+  }
   std::vector<double> ms;
   auto start = std::chrono::steady_clock::now();
   for (size_t i = 0;; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = e.run(sets[i % sets.size()]);
+    const std::vector<Tensor>& in = sets[i % sets.size()];
+    if (device) {
+      TAC_RETURN_IF_ERROR(e.upload_inputs(in));
+      if (l2_flush) TAC_RETURN_IF_ERROR(cuda::flush_l2());
+      TAC_RETURN_IF_ERROR(timer->start());
+      TAC_RETURN_IF_ERROR(e.launch());
+      TAC_ASSIGN_OR_RETURN(double t, timer->stop_ms());
+      ms.push_back(t);
+    } else {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = e.run(in);
+      auto t1 = std::chrono::steady_clock::now();
+      if (!r) return r.status();
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
     auto t1 = std::chrono::steady_clock::now();
-    if (!r) return r.status();
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     double elapsed = std::chrono::duration<double>(t1 - start).count();
     if (static_cast<int>(ms.size()) >= min_runs && elapsed >= min_seconds) break;
     if (elapsed > 20 * min_seconds + 60) break;  // a very slow engine: stop with what we have

@@ -14,7 +14,14 @@ struct Latency {
 };
 
 // Fails when a run fails. A very slow engine stops after 20x min_seconds + 60 s with what it has.
+//
+// CPU plans: the wall time of Engine::run (inputs read in place, outputs copied out).
+// CUDA plans: device time between CUDA events recorded around Engine::launch (the steps, or the
+// replay of their CUDA graph), each run's input set uploaded before the first event and the
+// outputs left on the device: what the GPU spends on the engine, without the host copies. With
+// `l2_flush`, a pass over twice the L2 size runs before the first event (cold L2); else the
+// runs follow each other with what the last one left in L2 (warm).
 Result<Latency> measure(Engine& e, const std::vector<std::vector<Tensor>>& input_sets, int min_runs, double min_seconds,
-                        int warmup);
+                        int warmup, bool l2_flush = false);
 
 }  // namespace tac::runtime

@@ -122,23 +122,27 @@ TEST(BuilderPasses, FuseAttentionMakesOneNodeAndMatchesTheReference) {
     }
 }
 
-// The FusedAttention node keeps the name of its scores MatMul, so tactic.scores lists the fused
-// tactics too; with the fusion off they name a tactic of another op: inactive, reported, ignored.
+// The FusedAttention node keeps the name of one of its MatMuls, so that node's tactic knob lists
+// the fused tactics too; with the fusion off they name a tactic of another op: inactive,
+// reported, ignored.
 TEST(BuilderPasses, AFusedTacticPinnedWithItsFusionOffIsInactive) {
   ir::Model model = attention_model(true, false);
   auto space = builder::knob_space(model, {});
   ASSERT_TRUE(space.is_ok()) << space.status().to_string();
-  const builder::Knob* k = space->find("tactic.scores");
-  ASSERT_NE(k, nullptr);
-  std::string fused;
-  for (const std::string& v : k->values)
-    if (fused.empty() && v.rfind("fused_", 0) == 0) fused = v;
+  std::string knob, fused;
+  for (const builder::Knob& k : space->knobs())
+    for (const std::string& v : k.values)
+      if (fused.empty() && v.rfind("fused_", 0) == 0) {
+        knob = k.name;
+        fused = v;
+      }
   if (fused.empty()) GTEST_SKIP() << "no fused attention tactic on this CPU";
-  auto on = builder::build_plan(model, builder::Route::parse("tactic.scores=" + fused).value(), {});
+  const std::string pin = knob + "=" + fused;
+  auto on = builder::build_plan(model, builder::Route::parse(pin).value(), {});
   ASSERT_TRUE(on.is_ok()) << on.status().to_string();
   EXPECT_TRUE(on->report.inactive.empty());
-  EXPECT_EQ(on->route, "tactic.scores=" + fused);
-  auto off = builder::build_plan(model, builder::Route::parse("pass.fuse_attention=off tactic.scores=" + fused).value(), {});
+  EXPECT_EQ(on->route, pin);
+  auto off = builder::build_plan(model, builder::Route::parse("pass.fuse_attention=off " + pin).value(), {});
   ASSERT_TRUE(off.is_ok()) << off.status().to_string();
   ASSERT_EQ(off->report.inactive.size(), 1u);
   EXPECT_NE(off->report.inactive[0].find("is a MatMul under this route"), std::string::npos) << off->report.inactive[0];

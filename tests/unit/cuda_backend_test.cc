@@ -14,6 +14,10 @@
 
 #include "backends/cuda/device.h"
 #include "builder/plan_file.h"
+#include "builder/precision.h"
+#include "ir/shape_inference.h"
+#include "io/onnx_import.h"
+#include "runtime/measure.h"
 #include "builder_test_util.h"
 
 namespace tac {
@@ -72,6 +76,9 @@ TEST(CudaBackend, TablesSeparateTheBackends) {
                         ir::OpKind::MaxPool, ir::OpKind::Transpose, ir::OpKind::Gather})
     EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
   EXPECT_TRUE(has_tactic(ir::OpKind::Concat, Backend::cuda, "cuda_copy"));
+  for (ir::OpKind op : {ir::OpKind::Slice, ir::OpKind::Cast, ir::OpKind::DepthToSpace, ir::OpKind::SpaceToDepth})
+    EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
+  for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv}) EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda_depthwise"));
   EXPECT_FALSE(has_tactic(ir::OpKind::MatMul, Backend::cpu, "cublaslt_h0"));
   EXPECT_EQ(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0"), nullptr);  // the CPU lookup
   EXPECT_NE(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0", Backend::cuda), nullptr);
@@ -116,6 +123,93 @@ TEST(CudaBackend, KnobSpaceListsCudaTacticsOrSaysWhyNot) {
   EXPECT_NE(std::find(fc->values.begin(), fc->values.end(), "cublaslt_h0"), fc->values.end());
   EXPECT_NE(std::find(fc->values.begin(), fc->values.end(), "host_reference"), fc->values.end());
   EXPECT_EQ(std::find(fc->values.begin(), fc->values.end(), "reference"), fc->values.end());
+}
+
+
+// x -> MatMul(W1) -> Add(b) -> LayerNormalization -> Relu -> MatMul(W2) -> y: the CUDA precision
+// rewrite in fp16 lowers both MatMuls and the nodes between them follow (no device needed).
+ir::Model mlp() {
+  test::ModelBuilder m(17);
+  m.input("x", 1, {"3", "16"});
+  test::initializer_random(m, "w1", {16, 24}, 1);
+  test::initializer_random(m, "b1", {24}, 2);
+  test::initializer_random(m, "g", {24}, 3);
+  test::initializer_random(m, "be", {24}, 4);
+  test::initializer_random(m, "w2", {24, 8}, 5);
+  m.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
+  m.node("Add", {"h", "b1"}, {"hb"}, "add");
+  m.node("LayerNormalization", {"hb", "g", "be"}, {"ln"}, "ln");
+  m.node("Relu", {"ln"}, {"r"}, "relu");
+  m.node("MatMul", {"r", "w2"}, {"y"}, "mm2");
+  m.output("y", 1, {});
+  return m.load().value();
+}
+
+TEST(CudaBackend, PrecisionAndGraphKnobsAreOfferedOnCudaOnly) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  builder::BuildOptions cu;
+  cu.backend = Backend::cuda;
+  auto space = builder::knob_space(mlp(), cu);
+  ASSERT_TRUE(space.is_ok()) << space.status().to_string();
+  const builder::Knob* def = space->find("precision.default");
+  ASSERT_NE(def, nullptr);
+  EXPECT_EQ(def->values, (std::vector<std::string>{"fp32", "tf32", "fp16", "bf16"}));
+  ASSERT_NE(space->find("cuda.graphs"), nullptr);
+  EXPECT_EQ(space->find("cuda.graphs")->default_value, "on");
+  ASSERT_NE(space->find("pass.fuse_attention"), nullptr);
+  EXPECT_EQ(space->find("pass.fuse_attention")->default_value, "off");  // no CUDA tactic for FusedAttention yet
+  auto cpu = builder::knob_space(mlp(), {});
+  ASSERT_TRUE(cpu.is_ok());
+  EXPECT_EQ(cpu->find("cuda.graphs"), nullptr);
+  EXPECT_EQ(cpu->find("pass.fuse_attention")->default_value, "on");
+  for (const std::string& v : cpu->find("precision.default")->values) EXPECT_TRUE(v != "fp16" && v != "tf32") << v;
+  // Bad values name the knob.
+  builder::Route r;
+  r.values["precision.default"] = "fp8";
+  Status st = builder::validate_route(r, *space);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("precision.default"), std::string::npos) << st.message();
+}
+
+TEST(CudaBackend, Fp16RewriteLetsTheNodesBetweenGemmsFollow) {
+  ir::Model m = mlp();
+  ASSERT_TRUE(ir::infer_shapes(m).is_ok());
+  std::map<std::string, std::string> choice = {{"mm1", "fp16"}, {"mm2", "fp16"}};
+  builder::PrecisionReport rep;
+  ASSERT_TRUE(builder::apply_precision(m, choice, nullptr, &rep, Backend::cuda).is_ok());
+  EXPECT_EQ(rep.fp16_nodes, 2);
+  EXPECT_EQ(rep.followed_nodes, 3);  // Add, LayerNormalization, Relu
+  EXPECT_EQ(rep.casts, 2);           // x in, y out
+  for (const ir::Node& n : m.graph.nodes) {
+    if (n.op == ir::OpKind::Cast) continue;
+    EXPECT_EQ(m.graph.values[static_cast<size_t>(n.outputs[0])].type.dtype, DType::float16) << n.name;
+  }
+  // tf32 adds no casts: the GEMMs carry the math mode.
+  ir::Model t = mlp();
+  ASSERT_TRUE(ir::infer_shapes(t).is_ok());
+  builder::PrecisionReport rt;
+  ASSERT_TRUE(builder::apply_precision(t, {{"mm1", "tf32"}, {"mm2", "tf32"}}, nullptr, &rt, Backend::cuda).is_ok());
+  EXPECT_EQ(rt.casts, 0);
+  EXPECT_EQ(rt.tf32_nodes, 2);
+  // On the CPU fp16 is not a precision.
+  ir::Model c = mlp();
+  ASSERT_TRUE(ir::infer_shapes(c).is_ok());
+  EXPECT_FALSE(builder::apply_precision(c, choice, nullptr, nullptr, Backend::cpu).is_ok());
+}
+
+// The CUDA knob space of each zoo model prepares the graph in fp32, bf16 and fp16 (the rewrite,
+// the nodes that follow, cast cancellation and shape completion on real graphs; no device).
+TEST(CudaBackend, ZooGraphsPrepareInEveryCudaPrecision) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  if (!std::filesystem::exists(TAC_MODELS_DIR)) GTEST_SKIP() << "no model zoo";
+  builder::BuildOptions cu;
+  cu.backend = Backend::cuda;
+  for (const char* name : {"super-resolution", "bert-toy", "mobilenet_v2", "bert-mini-like", "tiny-gpt"}) {
+    auto m = io::load_model(std::string(TAC_MODELS_DIR) + "/" + name + "/model.onnx");
+    ASSERT_TRUE(m.is_ok()) << name << ": " << m.status().to_string();
+    auto space = builder::knob_space(*m, cu);
+    EXPECT_TRUE(space.is_ok()) << name << ": " << space.status().to_string();
+  }
 }
 
 TEST(CudaBackend, BuildingForCudaWithoutADeviceIsAClearError) {
@@ -188,6 +282,7 @@ int expect_cuda_tactics(const ir::Node& n, const std::vector<Tensor>& in, const 
       int bad = 0;
       for (int64_t i = 0; i < r.expected[k].numel() && bad < 3; ++i) {
         const double want = r.expected[k].get_f64(i), got = r.outputs[k].get_f64(i);
+        if (got == want || (std::isnan(got) && std::isnan(want))) continue;  // infinities, NaN from NaN
         if (!(std::fabs(got - want) <= tol_atol * (1 + std::fabs(want)) + rtol * std::fabs(want))) {
           ++bad;
           ADD_FAILURE() << n.op_type << " " << t->name << " out" << k << "[" << i << "]: got " << got << " want " << want;
@@ -373,6 +468,148 @@ TEST(CudaTactics, CudnnConvolutions) {
             1);
 }
 
+
+// Cast, Slice, DepthToSpace, SpaceToDepth: exact.
+TEST(CudaTactics, CastSliceDepthToSpace) {
+  REQUIRE_DEVICE();
+  const std::vector<DType> types = {DType::float32, DType::float16, DType::bfloat16, DType::float64, DType::int64,
+                                    DType::int32,   DType::int8,    DType::uint8,    DType::boolean};
+  for (DType from : types)
+    for (DType to : types) {
+      ir::Node n = make_node("Cast", 1, 1, 19);
+      set_attr(n, "to", static_cast<int64_t>(to));
+      Tensor x = random_tensor(from, {3, 37}, 60);
+      if (from == DType::float32)  // saturation and NaN too
+        x.set_f64(0, 1e10), x.set_f64(1, -1e10), x.set_f64(2, NAN), x.set_f64(3, -2.75), x.set_f64(4, 0.0);
+      EXPECT_EQ(expect_cuda_tactics(n, {x}, {false}, 0, 0), 1) << dtype_name(from) << " -> " << dtype_name(to);
+    }
+  struct SliceCase {
+    Shape x;
+    std::vector<int64_t> starts, ends, axes, steps;
+  };
+  for (const SliceCase& c : {SliceCase{{3, 17, 5}, {1, 2}, {3, 15}, {0, 1}, {1, 3}},
+                             SliceCase{{3, 17, 5}, {-1, 100}, {-100, 0}, {2, 1}, {-2, -3}},
+                             SliceCase{{2, 128, 64}, {0}, {64}, {-1}, {1}},
+                             SliceCase{{7, 9}, {-4}, {1000}, {1}, {1}}}) {
+    ir::Node n = make_node("Slice", 5, 1, 13);
+    auto ints = [](const std::vector<int64_t>& v) {
+      Tensor t = Tensor::create(DType::int64, {static_cast<int64_t>(v.size())}).value();
+      for (size_t i = 0; i < v.size(); ++i) t.set_i64(static_cast<int64_t>(i), v[i]);
+      return t;
+    };
+    for (DType dt : {DType::float32, DType::float16, DType::int64})
+      EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(dt, c.x, 61), ints(c.starts), ints(c.ends), ints(c.axes), ints(c.steps)},
+                                    {false, true, true, true, true}, 0, 0),
+                1)
+          << shape_to_string(c.x) << dtype_name(dt);
+  }
+  for (const char* mode : {"DCR", "CRD"}) {
+    ir::Node n = make_node("DepthToSpace", 1, 1, 13);
+    set_attr(n, "blocksize", int64_t{3});
+    set_attr(n, "mode", std::string(mode));
+    EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(DType::float32, {2, 18, 5, 7}, 62)}, {false}, 0, 0), 1) << mode;
+  }
+  ir::Node s2d = make_node("SpaceToDepth", 1, 1, 13);
+  set_attr(s2d, "blocksize", int64_t{2});
+  EXPECT_EQ(expect_cuda_tactics(s2d, {random_tensor(DType::float32, {2, 3, 6, 10}, 63)}, {false}, 0, 0), 1);
+}
+
+// Our depthwise kernel against the reference: strides, dilations, asymmetric pads, a channel
+// multiplier, and the fused bias + residual + activation; fp32, fp16, bf16.
+TEST(CudaTactics, DepthwiseConvolution) {
+  REQUIRE_DEVICE();
+  struct Case {
+    Shape x;
+    int64_t mult, k;
+    std::vector<int64_t> pads, strides, dil;
+  };
+  for (const Case& c : {Case{{2, 7, 13, 11}, 1, 3, {1, 1, 1, 1}, {1, 1}, {1, 1}},
+                        Case{{1, 16, 15, 17}, 1, 3, {1, 1, 1, 1}, {2, 2}, {1, 1}},
+                        Case{{1, 5, 19, 9}, 2, 5, {2, 1, 0, 3}, {2, 1}, {1, 2}},
+                        Case{{3, 9, 8, 8}, 1, 3, {2, 2, 2, 2}, {1, 1}, {2, 2}}})
+    for (DType dt : {DType::float32, DType::float16, DType::bfloat16}) {
+      const int64_t C = c.x[1];
+      ir::Node n = make_node("Conv", 3, 1);
+      set_attr(n, "pads", c.pads);
+      set_attr(n, "strides", c.strides);
+      set_attr(n, "dilations", c.dil);
+      set_attr(n, "group", C);
+      const double tol = dt == DType::float32 ? 1e-5 : dt == DType::float16 ? 2e-3 : 1e-2;
+      Tensor bias = random_tensor(DType::float32, {C * c.mult}, 66);  // biases stay fp32
+      EXPECT_EQ(expect_cuda_tactics(n, {random_tensor(dt, c.x, 64), random_tensor(dt, {C * c.mult, 1, c.k, c.k}, 65), bias},
+                                    {false, true, true}, 0, tol, "cuda_depthwise"),
+                1)
+          << shape_to_string(c.x) << dtype_name(dt);
+    }
+  ir::Node f = make_node("FusedConv", 4, 1);
+  f.domain = "tactician";
+  set_attr(f, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  set_attr(f, "group", int64_t{6});
+  set_attr(f, "activation", std::string("Clip"));
+  set_attr(f, "act_alpha", 0.0f);
+  set_attr(f, "act_beta", 6.0f);
+  EXPECT_EQ(expect_cuda_tactics(f, {random_tensor(DType::float32, {2, 6, 10, 9}, 67), random_tensor(DType::float32, {6, 1, 3, 3}, 68),
+                                    random_tensor(DType::float32, {6}, 69), random_tensor(DType::float32, {2, 6, 10, 9}, 70)},
+                                {false, true, true, false}, 0, 1e-5, "cuda_depthwise"),
+            1);
+}
+
+// fp16 / bf16 tactics against the reference on the same fp16 / bf16 inputs (the reference
+// accumulates in float64 and rounds once; ours accumulate in fp32): about one unit in the last
+// place of the output type.
+TEST(CudaTactics, HalfPrecisionTactics) {
+  REQUIRE_DEVICE();
+  for (DType dt : {DType::float16, DType::bfloat16}) {
+    const double tol = dt == DType::float16 ? 3e-3 : 2e-2;
+    const std::string name = dtype_name(dt);
+    ir::Node mm = make_node("MatMul", 2, 1);
+    EXPECT_GE(expect_cuda_tactics(mm, {random_tensor(dt, {2, 3, 37, 29}, 80), random_tensor(dt, {29, 41}, 81)}, {false, true}, 0, tol), 1)
+        << name;
+    ir::Node fm = make_node("FusedMatMul", 4, 1);  // bias fp32 (as the precision rewrite leaves it), GELU + residual
+    fm.domain = "tactician";
+    set_attr(fm, "transB", int64_t{1});
+    set_attr(fm, "activation", std::string("Gelu"));
+    EXPECT_GE(expect_cuda_tactics(fm, {random_tensor(dt, {2, 17, 32}, 82), random_tensor(dt, {24, 32}, 83),
+                                       random_tensor(DType::float32, {24}, 84), random_tensor(dt, {2, 17, 24}, 85)},
+                                  {false, true, true, false}, 0, tol),
+              1)
+        << name;
+    ir::Node fr = make_node("FusedMatMul", 3, 1);  // bias + ReLU in cuBLASLt's epilogue (bias uploaded in D's type)
+    fr.domain = "tactician";
+    set_attr(fr, "activation", std::string("Relu"));
+    EXPECT_GE(expect_cuda_tactics(fr, {random_tensor(dt, {19, 40}, 86), random_tensor(dt, {40, 24}, 87), random_tensor(DType::float32, {24}, 88)},
+                                  {false, true, true}, 0, tol),
+              1)
+        << name;
+    ir::Node cv = make_node("Conv", 3, 1);
+    set_attr(cv, "pads", std::vector<int64_t>{1, 1, 1, 1});
+    EXPECT_GE(expect_cuda_tactics(cv, {random_tensor(dt, {2, 8, 13, 11}, 89), random_tensor(dt, {16, 8, 3, 3}, 90),
+                                       random_tensor(DType::float32, {16}, 91)},
+                                  {false, true, true}, 0, 3 * tol),
+              1)
+        << name;
+    for (const char* op : {"Relu", "Gelu", "Sigmoid", "Erf"})
+      EXPECT_EQ(expect_cuda_tactics(make_node(op, 1, 1, 20), {random_tensor(dt, {3, 7, 37}, 92)}, {false}, 0, tol), 1) << op << name;
+    EXPECT_EQ(expect_cuda_tactics(make_node("Add", 2, 1), {random_tensor(dt, {3, 1, 5}, 93), random_tensor(dt, {4, 5}, 94)}, {false, false},
+                                  0, tol),
+              1)
+        << name;
+    ir::Node sm = make_node("Softmax", 1, 1, 13);
+    EXPECT_EQ(expect_cuda_tactics(sm, {random_tensor(dt, {3, 37, 129}, 95)}, {false}, 0, tol), 1) << name;
+    ir::Node ln = make_node("LayerNormalization", 3, 1, 17);
+    EXPECT_EQ(expect_cuda_tactics(ln, {random_tensor(dt, {2, 9, 257}, 96), random_tensor(dt, {257}, 97), random_tensor(dt, {257}, 98)},
+                                  {false, true, true}, 0, tol),
+              1)
+        << name;
+  }
+  // tf32: a math mode on fp32 tensors (10-bit mantissa operands, fp32 accumulation).
+  ir::Node mm = make_node("MatMul", 2, 1);
+  set_attr(mm, "tac_math", std::string("tf32"));
+  EXPECT_GE(expect_cuda_tactics(mm, {random_tensor(DType::float32, {64, 96}, 99), random_tensor(DType::float32, {96, 48}, 100)},
+                                {false, true}, 0, 1e-2),
+            1);
+}
+
 TEST(CudaTactics, HostReferenceRunsAnyOp) {
   REQUIRE_DEVICE();
   ir::Node n = make_node("ReduceMean", 1, 1, 13);
@@ -415,6 +652,46 @@ TEST(CudaEngine, SmallCnnMatchesTheReferenceAndPlansRoundTrip) {
   auto got2 = (*e2)->run(in);
   ASSERT_TRUE(got2.is_ok());
   EXPECT_EQ(test::compare_outputs(*got2, *got, 0, 0), "");
+}
+
+
+// fp16 and bf16 engines against the fp32 reference; CUDA graphs on and off give the same
+// outputs bit for bit; device timing with and without an L2 flush runs.
+TEST(CudaEngine, LowPrecisionGraphsAndDeviceTiming) {
+  REQUIRE_DEVICE();
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  for (const ir::Model& m : {small_cnn(), mlp()}) {
+    ir::Model mm = m;
+    auto fp32 = test::build_engine(mm, "cuda.graphs=off", opts);
+    ASSERT_TRUE(fp32.is_ok()) << fp32.status().to_string();
+    auto in = test::random_inputs(**fp32, 51);
+    auto want = test::reference_outputs(mm, in);
+    ASSERT_TRUE(want.is_ok());
+    for (const char* p : {"fp16", "bf16", "tf32"}) {
+      auto e = test::build_engine(mm, std::string("precision.default=") + p, opts);
+      ASSERT_TRUE(e.is_ok()) << p << ": " << e.status().to_string();
+      auto got = (*e)->run(in);
+      ASSERT_TRUE(got.is_ok()) << p << ": " << got.status().to_string();
+      const double tol = std::string(p) == "bf16" ? 5e-2 : 1e-2;
+      EXPECT_EQ(test::compare_outputs(*got, *want, tol, tol), "") << p;
+      EXPECT_EQ((*e)->graph_state().rfind("on", 0), 0u) << (*e)->graph_state();
+      auto again = (*e)->run(in);  // replayed from the graph
+      ASSERT_TRUE(again.is_ok());
+      EXPECT_EQ(test::compare_outputs(*again, *got, 0, 0), "") << p;
+    }
+    auto g_on = test::build_engine(mm, "", opts);
+    ASSERT_TRUE(g_on.is_ok());
+    auto a = (*g_on)->run(in), b = (*fp32)->run(in);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    EXPECT_EQ(test::compare_outputs(*a, *b, 0, 0), "");
+    EXPECT_EQ((*fp32)->graph_state(), "off (route: cuda.graphs=off)");
+    for (bool flush : {false, true}) {
+      auto lat = runtime::measure(**g_on, {in}, 5, 0.0, 1, flush);
+      ASSERT_TRUE(lat.is_ok()) << lat.status().to_string();
+      EXPECT_GT(lat->median_ms, 0);
+    }
+  }
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <mutex>
 
 #include "backends/cuda/context.h"
+#include "kernels/elementwise/cuda_kernels.h"
 
 namespace tac::cuda {
 
@@ -157,6 +159,84 @@ Status synchronize() {
   TAC_ASSIGN_OR_RETURN(Context * c, context());
   TAC_CUDA_CALL(cudaStreamSynchronize(c->stream));
   TAC_CUDA_CALL(cudaGetLastError());
+  return Status::ok();
+}
+
+Graph& Graph::operator=(Graph&& o) noexcept {
+  std::swap(graph_, o.graph_);
+  std::swap(exec_, o.exec_);
+  return *this;
+}
+Graph::~Graph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+Status Graph::begin_capture() {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  TAC_CUDA_CALL(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
+  return Status::ok();
+}
+Result<Graph> Graph::end_capture() {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  cudaGraph_t g = nullptr;
+  cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // the capture's failure is not sticky; clear it
+    if (g) cudaGraphDestroy(g);
+    return cuda_status(e, "cudaStreamEndCapture");
+  }
+  Graph out;
+  out.graph_ = g;
+  cudaGraphExec_t exec = nullptr;
+  TAC_CUDA_CALL(cudaGraphInstantiate(&exec, g, 0));
+  out.exec_ = exec;
+  return out;
+}
+Status Graph::launch() const {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  TAC_CUDA_CALL(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), c->stream));
+  return Status::ok();
+}
+
+Result<EventTimer> EventTimer::create() {
+  TAC_RETURN_IF_ERROR(context().status());
+  EventTimer t;
+  cudaEvent_t a = nullptr, b = nullptr;
+  TAC_CUDA_CALL(cudaEventCreate(&a));
+  t.start_ = a;
+  TAC_CUDA_CALL(cudaEventCreate(&b));
+  t.stop_ = b;
+  return t;
+}
+EventTimer::~EventTimer() {
+  if (start_) cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  if (stop_) cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+}
+Status EventTimer::start() {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  TAC_CUDA_CALL(cudaEventRecord(static_cast<cudaEvent_t>(start_), c->stream));
+  return Status::ok();
+}
+Result<double> EventTimer::stop_ms() {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  TAC_CUDA_CALL(cudaEventRecord(static_cast<cudaEvent_t>(stop_), c->stream));
+  TAC_CUDA_CALL(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)));
+  TAC_CUDA_CALL(cudaGetLastError());
+  float ms = 0;
+  TAC_CUDA_CALL(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)));
+  return static_cast<double>(ms);
+}
+
+Status flush_l2() {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  static DeviceBuffer scratch;  // lives until exit, like the context
+  const size_t bytes = 2 * static_cast<size_t>(std::max(c->prop.l2CacheSize, 1 << 20));
+  if (scratch.bytes() < bytes) {
+    TAC_ASSIGN_OR_RETURN(scratch, DeviceBuffer::allocate(bytes));
+    TAC_RETURN_IF_ERROR(fill_bytes(scratch.get(), 1, bytes));
+  }
+  if (int e = kern::flush_l2(scratch.get(), static_cast<int64_t>(bytes), c->stream); e != 0)
+    return cuda_status(static_cast<cudaError_t>(e), "flush_l2 kernel");
   return Status::ok();
 }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "tactician/status.h"
 
@@ -58,5 +59,55 @@ Status copy_on_device(void* dst, const void* src, size_t bytes);
 Status fill_bytes(void* dst, int byte, size_t bytes);
 // Waits for the stream; reports the first asynchronous failure, naming it.
 Status synchronize();
+
+// A CUDA graph of the work enqueued on the context's stream between begin_capture() and
+// end_capture() (global capture mode: a forbidden call such as a synchronization fails the
+// capture instead of running). launch() replays it on the stream. Move-only; destroyed with it.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(Graph&& o) noexcept : graph_(o.graph_), exec_(o.exec_) { o.graph_ = o.exec_ = nullptr; }
+  Graph& operator=(Graph&& o) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+  static Status begin_capture();
+  // Ends the capture begun last and instantiates it; a capture that failed is an error (and the
+  // stream is usable again).
+  static Result<Graph> end_capture();
+  Status launch() const;
+  bool empty() const { return exec_ == nullptr; }
+
+ private:
+  void* graph_ = nullptr;  // cudaGraph_t
+  void* exec_ = nullptr;   // cudaGraphExec_t
+};
+
+// Device time, in ms, between two events recorded on the context's stream around the work that
+// `enqueue` puts there (waits for the second event).
+class EventTimer {
+ public:
+  static Result<EventTimer> create();
+  EventTimer(EventTimer&& o) noexcept : start_(o.start_), stop_(o.stop_) { o.start_ = o.stop_ = nullptr; }
+  EventTimer& operator=(EventTimer&& o) noexcept {
+    std::swap(start_, o.start_);
+    std::swap(stop_, o.stop_);
+    return *this;
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  ~EventTimer();
+  Status start();
+  Result<double> stop_ms();  // records the second event, waits for it, returns the time between
+
+ private:
+  EventTimer() = default;
+  void* start_ = nullptr;  // cudaEvent_t
+  void* stop_ = nullptr;
+};
+
+// Enqueues a pass over a scratch buffer of twice the L2 size (allocated at first use), so that
+// what runs next starts with a cold L2.
+Status flush_l2();
 
 }  // namespace tac::cuda

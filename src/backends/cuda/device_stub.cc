@@ -28,5 +28,19 @@ Status copy_to_host(void*, const void*, size_t) { return no_cuda(); }
 Status copy_on_device(void*, const void*, size_t) { return no_cuda(); }
 Status fill_bytes(void*, int, size_t) { return no_cuda(); }
 Status synchronize() { return no_cuda(); }
+Graph& Graph::operator=(Graph&& o) noexcept {
+  std::swap(graph_, o.graph_);
+  std::swap(exec_, o.exec_);
+  return *this;
+}
+Graph::~Graph() = default;
+Status Graph::begin_capture() { return no_cuda(); }
+Result<Graph> Graph::end_capture() { return no_cuda(); }
+Status Graph::launch() const { return no_cuda(); }
+Result<EventTimer> EventTimer::create() { return no_cuda(); }
+EventTimer::~EventTimer() = default;
+Status EventTimer::start() { return no_cuda(); }
+Result<double> EventTimer::stop_ms() { return no_cuda(); }
+Status flush_l2() { return no_cuda(); }
 
 }  // namespace tac::cuda

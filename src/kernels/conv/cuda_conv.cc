@@ -1,9 +1,14 @@
 // CUDA tactics of the conv family: cuDNN's convolution, one tactic per forward algorithm
-// ("cudnn_implicit_gemm", "cudnn_winograd", ...). Which algorithms apply, and their default
+// ("cudnn_implicit_gemm", "cudnn_winograd", ...), and our own depthwise kernel
+// ("cuda_depthwise", cuda_depthwise.cu). Which cuDNN algorithms apply, and their default
 // ranking, come from cuDNN itself (a workspace query for support, cudnnGetConvolutionForward-
 // Algorithm_v7 for the order). FusedConv's bias, residual and activation run as our epilogue
-// kernel right after the convolution, inside the same tactic. Math type CUDNN_FMA_MATH: true
-// fp32 (cuDNN's default would allow TF32 on Hopper; TF32 will be a precision knob).
+// kernel right after the convolution, inside the same tactic.
+//
+// Precision: x, W, y (and the residual) all fp32, all fp16 or all bf16, as the precision rewrite
+// leaves them (builder/precision.h); bias fp32; accumulation in fp32 (compute type float). Math
+// type: CUDNN_FMA_MATH for fp32 (true fp32), CUDNN_TENSOR_OP_MATH for fp16/bf16 and for fp32
+// nodes the rewrite marked `tac_math=tf32` (TF32 tensor cores).
 //
 // This uses cuDNN's legacy convolution API (deprecated in cuDNN 9 but complete); the v9 graph
 // API's engine configurations come next as further tactics.
@@ -27,19 +32,53 @@ const char* const kNames[kAlgos] = {"cudnn_implicit_gemm", "cudnn_implicit_preco
                                     "cudnn_winograd",      "cudnn_winograd_nonfused"};
 static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT == kAlgos, "one tactic per cuDNN forward algorithm");
 
-Result<conv::ConvGeom> geom(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(conv::ConvGeom g, conv::conv_geom(s));
+using cuda::kern::Elem;
+
+// A convolution with its element type and math mode.
+struct Conv : conv::ConvGeom {
+  Elem t = Elem::f32;
+  bool tf32 = false;
+};
+
+// The geometry of an fp32, fp16 or bf16 convolution (x, W, y and the residual of one type, bias
+// fp32): conv_geom() reads an fp32 view of the step.
+Result<Conv> any_geom(const StepDesc& s) {
+  if (s.in_dtypes.size() < 2 || s.out_dtypes.empty()) return not_applicable("missing inputs");
+  const DType dt = s.out_dtypes[0];
+  Conv c;
+  if (dt == DType::float16) c.t = Elem::f16;
+  else if (dt == DType::bfloat16) c.t = Elem::bf16;
+  else if (dt != DType::float32) return not_applicable("fp32, fp16 or bf16 only");
+  StepDesc f = s;
+  for (size_t i : {size_t{0}, size_t{1}, size_t{3}}) {
+    if (i >= f.in_dtypes.size() || !f.has_input(i)) continue;
+    if (f.in_dtypes[i] != dt) return not_applicable("x, W and the residual of the output's type");
+    f.in_dtypes[i] = DType::float32;
+  }
+  f.out_dtypes[0] = DType::float32;
+  TAC_ASSIGN_OR_RETURN(static_cast<conv::ConvGeom&>(c), conv::conv_geom(f));
+  const ir::Attribute* m = s.node->attr("tac_math");
+  c.tf32 = c.t == Elem::f32 && m && m->s == "tf32";
+  return c;
+}
+
+Result<Conv> geom(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Conv g, any_geom(s));
   if (g.PT != g.PB || g.PL != g.PR) return not_applicable("asymmetric pads (cuDNN pads both sides alike)");
   return g;
 }
 
-std::string key_of(const conv::ConvGeom& g) {
+std::string key_of(const Conv& g) {
   char b[256];
-  std::snprintf(b, sizeof b, "%lld,%lld,%lld,%lld|%lld,%lld|%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld", (long long)g.N,
+  std::snprintf(b, sizeof b, "%lld,%lld,%lld,%lld|%lld,%lld|%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld|%d%d", (long long)g.N,
                 (long long)g.C, (long long)g.H, (long long)g.W, (long long)g.M, (long long)g.G, (long long)g.KH,
                 (long long)g.KW, (long long)g.SH, (long long)g.SW, (long long)g.DH, (long long)g.DW, (long long)g.PT,
-                (long long)g.PL);
+                (long long)g.PL, static_cast<int>(g.t), g.tf32 ? 1 : 0);
   return b;
+}
+
+cudnnDataType_t cudnn_type(Elem t) {
+  return t == Elem::f16 ? CUDNN_DATA_HALF : t == Elem::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
 struct ConvDescs {
@@ -57,19 +96,20 @@ struct ConvDescs {
   }
 };
 
-Status make_descs(const conv::ConvGeom& g, ConvDescs& d) {
+Status make_descs(const Conv& g, ConvDescs& d) {
   auto i = [](int64_t v) { return static_cast<int>(v); };
   TAC_CUDNN_CALL(cudnnCreateTensorDescriptor(&d.x));
   TAC_CUDNN_CALL(cudnnCreateTensorDescriptor(&d.y));
   TAC_CUDNN_CALL(cudnnCreateFilterDescriptor(&d.w));
   TAC_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&d.conv));
-  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.N), i(g.C), i(g.H), i(g.W)));
-  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.N), i(g.M), i(g.OH), i(g.OW)));
-  TAC_CUDNN_CALL(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.M), i(g.Cg()), i(g.KH), i(g.KW)));
+  const cudnnDataType_t dt = cudnn_type(g.t);
+  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, dt, i(g.N), i(g.C), i(g.H), i(g.W)));
+  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, dt, i(g.N), i(g.M), i(g.OH), i(g.OW)));
+  TAC_CUDNN_CALL(cudnnSetFilter4dDescriptor(d.w, dt, CUDNN_TENSOR_NCHW, i(g.M), i(g.Cg()), i(g.KH), i(g.KW)));
   TAC_CUDNN_CALL(cudnnSetConvolution2dDescriptor(d.conv, i(g.PT), i(g.PL), i(g.SH), i(g.SW), i(g.DH), i(g.DW),
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   TAC_CUDNN_CALL(cudnnSetConvolutionGroupCount(d.conv, i(g.G)));
-  TAC_CUDNN_CALL(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH));
+  TAC_CUDNN_CALL(cudnnSetConvolutionMathType(d.conv, g.t == Elem::f32 && !g.tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   return Status::ok();
 }
 
@@ -79,7 +119,7 @@ struct AlgoInfo {
   size_t workspace[kAlgos];
 };
 
-Result<AlgoInfo> query(cuda::Context& c, const conv::ConvGeom& g) {
+Result<AlgoInfo> query(cuda::Context& c, const Conv& g) {
   ConvDescs d;
   TAC_RETURN_IF_ERROR(make_descs(g, d));
   AlgoInfo info;
@@ -105,7 +145,7 @@ Result<AlgoInfo> query(cuda::Context& c, const conv::ConvGeom& g) {
 }
 
 // Cached per geometry (applies() and cost() run per node and per build); null without a device.
-const AlgoInfo* algo_info(const conv::ConvGeom& g) {
+const AlgoInfo* algo_info(const Conv& g) {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<AlgoInfo>> cache;
   cuda::Context* c = cuda::context_if_available();
@@ -124,7 +164,7 @@ const AlgoInfo* algo_info(const conv::ConvGeom& g) {
 
 template <int A>
 Status cudnn_applies(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(conv::ConvGeom g, geom(s));
+  TAC_ASSIGN_OR_RETURN(Conv g, geom(s));
   if (const AlgoInfo* info = algo_info(g); info && info->rank[A] < 0)
     return not_applicable(std::string("cuDNN does not support ") + kNames[A] + " for this convolution (or it needs over 1 GiB of workspace)");
   return Status::ok();
@@ -136,13 +176,14 @@ double cudnn_cost(const StepDesc& s) {
   if (!g) return 1e12;
   const AlgoInfo* info = algo_info(*g);
   const int rank = info ? std::max(info->rank[A], 0) : A;
-  // ~50 fp32 TFLOP/s at best, a launch, then cuDNN's own order.
-  return 5000.0 + g->flops() / 5e4 + 1000.0 * rank;
+  // ~50 fp32 TFLOP/s at best (~400 on tensor cores), a launch, then cuDNN's own order.
+  const double rate = g->t == Elem::f32 && !g->tf32 ? 5e4 : 4e5;
+  return 5000.0 + g->flops() / rate + 1000.0 * rank;
 }
 
 class CudnnKernel final : public Kernel {
  public:
-  CudnnKernel(conv::ConvGeom g, cuda::Context* c, cudnnConvolutionFwdAlgo_t algo) : g_(g), c_(c), algo_(algo) {}
+  CudnnKernel(Conv g, cuda::Context* c, cudnnConvolutionFwdAlgo_t algo) : g_(g), c_(c), algo_(algo) {}
   Status init() {
     TAC_RETURN_IF_ERROR(make_descs(g_, d_));
     if (cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(c_->dnn, d_.x, d_.w, d_.conv, d_.y, algo_, &ws_);
@@ -153,7 +194,7 @@ class CudnnKernel final : public Kernel {
   size_t workspace_bytes() const override { return ws_; }
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
     const float one = 1.0f, zero = 0.0f;
-    float* y = out[0].as<float>();
+    void* y = out[0].data;
     TAC_CUDNN_CALL(cudnnConvolutionForward(c_->dnn, &one, d_.x, in[0].data, d_.w, in[1].data, d_.conv, algo_, ws, ws_, &zero,
                                            d_.y, y));
     if (!g_.has_bias && !g_.has_res && g_.ep.act == ir::Epilogue::Act::none) return Status::ok();
@@ -168,13 +209,13 @@ class CudnnKernel final : public Kernel {
     e.act = static_cast<int>(g_.ep.act);
     e.alpha = g_.ep.alpha;
     e.beta = g_.ep.beta;
-    return cuda::launch_status(cuda::kern::epilogue(y, g_.has_bias ? in[2].as<float>() : nullptr,
-                                                    g_.has_res ? in[3].as<float>() : nullptr, e, c_->stream),
+    return cuda::launch_status(cuda::kern::epilogue(g_.t, y, g_.has_bias ? in[2].as<float>() : nullptr,
+                                                    g_.has_res ? in[3].data : nullptr, e, c_->stream),
                                "epilogue kernel (after cuDNN)");
   }
 
  private:
-  conv::ConvGeom g_;
+  Conv g_;
   cuda::Context* c_;
   cudnnConvolutionFwdAlgo_t algo_;
   ConvDescs d_;
@@ -183,7 +224,7 @@ class CudnnKernel final : public Kernel {
 
 template <int A>
 Result<std::unique_ptr<Kernel>> cudnn_prepare(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(conv::ConvGeom g, geom(s));
+  TAC_ASSIGN_OR_RETURN(Conv g, geom(s));
   TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
   auto k = std::make_unique<CudnnKernel>(g, c, static_cast<cudnnConvolutionFwdAlgo_t>(A));
   TAC_RETURN_IF_ERROR(k->init());
@@ -193,8 +234,42 @@ Result<std::unique_ptr<Kernel>> cudnn_prepare(const StepDesc& s) {
 template <int A>
 void add_tactics(std::vector<Tactic>& t) {
   for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv})
-    t.push_back({kNames[A], op, "cuDNN convolution with this forward algorithm (fp32); our epilogue kernel after it",
+    t.push_back({kNames[A], op, "cuDNN convolution with this forward algorithm (fp32/tf32/fp16/bf16); our epilogue kernel after it",
                  cudnn_applies<A>, cudnn_cost<A>, cudnn_prepare<A>, Backend::cuda});
+}
+
+// ---- our depthwise kernel ----
+Result<cuda::kern::DepthwiseDesc> depthwise_desc(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Conv g, any_geom(s));
+  if (g.G != g.C || g.G == 1) return not_applicable("not depthwise (group == input channels > 1)");
+  cuda::kern::DepthwiseDesc d;
+  d.N = g.N, d.C = g.C, d.H = g.H, d.W = g.W, d.M = g.M, d.OH = g.OH, d.OW = g.OW;
+  d.KH = g.KH, d.KW = g.KW, d.SH = g.SH, d.SW = g.SW, d.DH = g.DH, d.DW = g.DW, d.PT = g.PT, d.PL = g.PL;
+  d.act = static_cast<int>(g.ep.act);
+  d.alpha = g.ep.alpha;
+  d.beta = g.ep.beta;
+  return d;
+}
+Status depthwise_applies(const StepDesc& s) { return depthwise_desc(s).status(); }
+// Memory-bound: ranked ahead of cuDNN, whose every algorithm pays a GEMM's setup here.
+double depthwise_cost(const StepDesc& s) {
+  auto g = any_geom(s);
+  if (!g) return 1e12;
+  const double e = g->t == Elem::f32 ? 4 : 2;
+  return cuda::memory_bound_ns(e * (g->N * g->C * g->hw() + g->N * g->M * g->ohw() * (g->has_res ? 2 : 1))) + g->flops() / 1e5;
+}
+Result<std::unique_ptr<Kernel>> depthwise_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(cuda::kern::DepthwiseDesc d, depthwise_desc(s));
+  TAC_ASSIGN_OR_RETURN(Conv g, any_geom(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
+  const Elem t = g.t;
+  const bool bias = g.has_bias, res = g.has_res;
+  cudaStream_t st = c->stream;
+  return cuda::make_kernel([d, t, bias, res, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::depthwise_conv(t, in[0].data, in[1].data, bias ? in[2].template as<float>() : nullptr,
+                                                          res ? in[3].data : nullptr, out[0].data, d, st),
+                               "depthwise conv kernel");
+  });
 }
 
 }  // namespace
@@ -202,6 +277,10 @@ void add_tactics(std::vector<Tactic>& t) {
 std::span<const Tactic> cuda_conv_tactics() {
   static const std::vector<Tactic> table = [] {
     std::vector<Tactic> t;
+    for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv})
+      t.push_back({"cuda_depthwise", op,
+                   "own depthwise kernel (group == channels; fp32/fp16/bf16), bias, residual and activation fused",
+                   depthwise_applies, depthwise_cost, depthwise_prepare, Backend::cuda});
     add_tactics<0>(t), add_tactics<1>(t), add_tactics<2>(t), add_tactics<3>(t);
     add_tactics<4>(t), add_tactics<5>(t), add_tactics<6>(t), add_tactics<7>(t);
     return t;

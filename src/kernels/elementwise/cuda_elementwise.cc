@@ -1,7 +1,11 @@
-// CUDA tactics of the elementwise family: our own kernels (cuda_kernels.cu) for activations,
-// broadcasting binaries, softmax, layer normalization, pooling, transpose and gather, and plain
-// data movement (Reshape/Flatten/Squeeze/Unsqueeze/Identity/Dropout as device copies, Concat as
-// strided 2-D copies). Tactic name: "cuda" for each op (one implementation per op so far).
+// CUDA tactics of the elementwise family: our own kernels (cuda_kernels.cu, cuda_movement.cu) for
+// activations, broadcasting binaries, softmax, layer normalization, pooling, transpose, gather,
+// slice, depth-to-space / space-to-depth and cast, and plain data movement (Reshape/Flatten/
+// Squeeze/Unsqueeze/Identity/Dropout as device copies, Concat as strided 2-D copies). Tactic
+// name: "cuda" for each op (one implementation per op so far). Activations, binaries, softmax
+// and layer normalization run in fp32, fp16 or bf16 (all float tensors of one type), as the CUDA
+// precision rewrite leaves them (builder/precision.h).
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cuda/kernel_util.h"
@@ -31,12 +35,26 @@ std::vector<int64_t> ints_attr(const StepDesc& s, const char* k) {
   const ir::Attribute* a = s.node->attr(k);
   return a ? a->ints : std::vector<int64_t>{};
 }
-bool all_fp32(const StepDesc& s) {
-  for (size_t i = 0; i < s.in_dtypes.size(); ++i)
-    if (s.has_input(i) && s.in_dtypes[i] != DType::float32) return false;
-  for (DType t : s.out_dtypes)
-    if (t != DType::undefined && t != DType::float32) return false;
-  return !s.out_dtypes.empty();
+using cuda::kern::Elem;
+// The kernels' element type for a float dtype, or not_applicable.
+Result<Elem> elem_of(DType t) {
+  switch (t) {
+    case DType::float32: return Elem::f32;
+    case DType::float16: return Elem::f16;
+    case DType::bfloat16: return Elem::bf16;
+    default: return not_applicable("fp32, fp16 or bf16 only");
+  }
+}
+// Every present input (the first `n_typed`, or all) and every output of one float type.
+Result<Elem> one_float_type(const StepDesc& s, size_t n_typed = SIZE_MAX) {
+  if (s.out_dtypes.empty() || s.out_dtypes[0] == DType::undefined) return not_applicable("no output");
+  const DType t = s.out_dtypes[0];
+  TAC_ASSIGN_OR_RETURN(Elem e, elem_of(t));
+  for (size_t i = 0; i < s.in_dtypes.size() && i < n_typed; ++i)
+    if (s.has_input(i) && s.in_dtypes[i] != t) return not_applicable("inputs and output of one float type");
+  for (DType o : s.out_dtypes)
+    if (o != DType::undefined && o != t) return not_applicable("outputs of one float type");
+  return e;
 }
 // Outputs after the first must be absent (Dropout's mask, LayerNormalization's mean, ...).
 bool only_first_output(const StepDesc& s) {
@@ -68,6 +86,7 @@ Result<float> scalar_input(const StepDesc& s, size_t i, float d) {
 struct UnaryParams {
   Unary op;
   float alpha = 0, beta = 0;
+  Elem t = Elem::f32;
 };
 Result<UnaryParams> unary_params(const StepDesc& s) {
   switch (s.node->op) {
@@ -110,16 +129,17 @@ Result<UnaryParams> unary_params(const StepDesc& s) {
   }
 }
 Status unary_applies(const StepDesc& s) {
-  if (!all_fp32(s) || !s.has_input(0)) return not_applicable("fp32 only");
-  if (s.out_dtypes.size() != 1) return not_applicable("one output only");
+  if (!s.has_input(0) || s.out_dtypes.size() != 1) return not_applicable("one input and one output");
+  // Clip's min / max inputs are fp32 scalars read at build time whatever x's type.
+  TAC_RETURN_IF_ERROR(one_float_type(s, 1).status());
   return unary_params(s).status();
 }
 Result<std::unique_ptr<Kernel>> unary_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(UnaryParams p, unary_params(s));
+  TAC_ASSIGN_OR_RETURN(p.t, one_float_type(s, 1));
   TAC_ASSIGN_OR_RETURN(void* st, stream());
   return cuda::make_kernel([p, st](auto in, auto out, void*) {
-    return cuda::launch_status(cuda::kern::unary(p.op, in[0].template as<float>(), out[0].template as<float>(), out[0].numel(),
-                                                 p.alpha, p.beta, st),
+    return cuda::launch_status(cuda::kern::unary(p.t, p.op, in[0].data, out[0].data, out[0].numel(), p.alpha, p.beta, st),
                                "unary kernel");
   });
 }
@@ -153,7 +173,8 @@ void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
 Status binary_applies(const StepDesc& s) {
   TAC_RETURN_IF_ERROR(binary_op(s.node->op).status());
   if (s.in_dtypes.size() != 2 || !s.has_input(0) || !s.has_input(1)) return not_applicable("two inputs only");
-  if (!all_fp32(s) || s.out_dtypes.size() != 1) return not_applicable("fp32 only");
+  if (s.out_dtypes.size() != 1) return not_applicable("one output");
+  TAC_RETURN_IF_ERROR(one_float_type(s).status());
   const Shape& o = s.out_shapes[0];
   if (o.size() > cuda::kern::kMaxDims) return not_applicable("rank above 8");
   for (size_t i = 0; i < 2; ++i)
@@ -162,6 +183,7 @@ Status binary_applies(const StepDesc& s) {
 }
 Result<std::unique_ptr<Kernel>> binary_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Binary op, binary_op(s.node->op));
+  TAC_ASSIGN_OR_RETURN(Elem t, one_float_type(s));
   cuda::kern::BroadcastDesc d;
   const Shape& o = s.out_shapes[0];
   d.rank = static_cast<int>(o.size());
@@ -170,9 +192,8 @@ Result<std::unique_ptr<Kernel>> binary_prepare(const StepDesc& s) {
   broadcast_strides(s.in_shapes[1], o, d.b_strides);
   d.same_shape = shape_numel(s.in_shapes[0]) == shape_numel(o) && shape_numel(s.in_shapes[1]) == shape_numel(o);
   TAC_ASSIGN_OR_RETURN(void* st, stream());
-  return cuda::make_kernel([op, d, st](auto in, auto out, void*) {
-    return cuda::launch_status(cuda::kern::binary(op, in[0].template as<float>(), in[1].template as<float>(),
-                                                  out[0].template as<float>(), out[0].numel(), d, st),
+  return cuda::make_kernel([t, op, d, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::binary(t, op, in[0].data, in[1].data, out[0].data, out[0].numel(), d, st),
                                "binary kernel");
   });
 }
@@ -199,23 +220,29 @@ Result<SoftmaxGeom> softmax_geom(const StepDesc& s) {
   return g;
 }
 Status softmax_applies(const StepDesc& s) {
-  if (!all_fp32(s) || !s.has_input(0) || s.out_dtypes.size() != 1) return not_applicable("fp32 only");
+  if (!s.has_input(0) || s.out_dtypes.size() != 1) return not_applicable("one input and one output");
+  TAC_RETURN_IF_ERROR(one_float_type(s).status());
   return softmax_geom(s).status();
 }
 Result<std::unique_ptr<Kernel>> softmax_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(SoftmaxGeom g, softmax_geom(s));
+  TAC_ASSIGN_OR_RETURN(Elem t, one_float_type(s));
   const bool log = s.node->op == OpKind::LogSoftmax;
   TAC_ASSIGN_OR_RETURN(void* st, stream());
-  return cuda::make_kernel([g, log, st](auto in, auto out, void*) {
-    return cuda::launch_status(cuda::kern::softmax(in[0].template as<float>(), out[0].template as<float>(), g.outer, g.dim,
-                                                   g.inner, log, st),
+  return cuda::make_kernel([t, g, log, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::softmax(t, in[0].data, out[0].data, g.outer, g.dim, g.inner, log, st),
                                "softmax kernel");
   });
 }
 
 // ---- layer normalization ----
+// x, scale, bias and y all fp32, fp16 or bf16.
+Result<Elem> layer_norm_type(const StepDesc& s) {
+  if (!s.has_input(0) || !s.has_input(1)) return not_applicable("a scale is needed");
+  return one_float_type(s);
+}
 Status layer_norm_applies(const StepDesc& s) {
-  if (!all_fp32(s) || !s.has_input(0) || !s.has_input(1)) return not_applicable("fp32 with a scale only");
+  TAC_RETURN_IF_ERROR(layer_norm_type(s).status());
   if (!only_first_output(s)) return not_applicable("Mean / InvStdDev outputs");
   const Shape& x = s.in_shapes[0];
   int64_t axis = int_attr(s, "axis", -1), r = static_cast<int64_t>(x.size());
@@ -235,18 +262,19 @@ Result<std::unique_ptr<Kernel>> layer_norm_prepare(const StepDesc& s) {
   for (int64_t d = 0; d < r; ++d) (d < axis ? rows : cols) *= x[static_cast<size_t>(d)];
   const float eps = float_attr(s, "epsilon", 1e-5f);
   const bool bias = s.has_input(2);
+  TAC_ASSIGN_OR_RETURN(Elem t, layer_norm_type(s));
   TAC_ASSIGN_OR_RETURN(void* st, stream());
-  return cuda::make_kernel([rows, cols, eps, bias, st](auto in, auto out, void*) {
-    return cuda::launch_status(cuda::kern::layer_norm(in[0].template as<float>(), in[1].template as<float>(),
-                                                      bias ? in[2].template as<float>() : nullptr,
-                                                      out[0].template as<float>(), rows, cols, eps, st),
+  return cuda::make_kernel([t, rows, cols, eps, bias, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::layer_norm(t, in[0].data, in[1].data, bias ? in[2].data : nullptr, out[0].data,
+                                                      rows, cols, eps, st),
                                "layer_norm kernel");
   });
 }
 
 // ---- pooling ----
 Result<cuda::kern::Pool2dDesc> pool_desc(const StepDesc& s) {
-  if (!all_fp32(s) || !only_first_output(s)) return not_applicable("fp32, one output only");
+  if (!s.has_input(0) || !only_first_output(s)) return not_applicable("one output only");
+  TAC_RETURN_IF_ERROR(one_float_type(s).status());
   const Shape& x = s.in_shapes[0];
   const Shape& y = s.out_shapes[0];
   if (x.size() != 4 || y.size() != 4) return not_applicable("2-D pooling (NCHW) only");
@@ -284,21 +312,23 @@ Result<cuda::kern::Pool2dDesc> pool_desc(const StepDesc& s) {
 Status pool_applies(const StepDesc& s) { return pool_desc(s).status(); }
 Result<std::unique_ptr<Kernel>> pool_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(cuda::kern::Pool2dDesc d, pool_desc(s));
+  TAC_ASSIGN_OR_RETURN(Elem t, one_float_type(s));
   TAC_ASSIGN_OR_RETURN(void* st, stream());
-  return cuda::make_kernel([d, st](auto in, auto out, void*) {
-    return cuda::launch_status(cuda::kern::pool2d(in[0].template as<float>(), out[0].template as<float>(), d, st), "pool2d kernel");
+  return cuda::make_kernel([t, d, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::pool2d(t, in[0].data, out[0].data, d, st), "pool2d kernel");
   });
 }
 Status global_pool_applies(const StepDesc& s) {
-  if (!all_fp32(s) || s.in_shapes[0].size() < 3) return not_applicable("fp32 with spatial dims only");
-  return Status::ok();
+  if (!s.has_input(0) || s.in_shapes[0].size() < 3) return not_applicable("spatial dims needed");
+  return one_float_type(s).status();
 }
 Result<std::unique_ptr<Kernel>> global_pool_prepare(const StepDesc& s) {
   const Shape& x = s.in_shapes[0];
   const int64_t nc = x[0] * x[1], hw = shape_numel(x) / std::max<int64_t>(1, nc);
+  TAC_ASSIGN_OR_RETURN(Elem t, one_float_type(s));
   TAC_ASSIGN_OR_RETURN(void* st, stream());
-  return cuda::make_kernel([nc, hw, st](auto in, auto out, void*) {
-    return cuda::launch_status(cuda::kern::global_avg_pool(in[0].template as<float>(), out[0].template as<float>(), nc, hw, st),
+  return cuda::make_kernel([t, nc, hw, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::global_avg_pool(t, in[0].data, out[0].data, nc, hw, st),
                                "global_avg_pool kernel");
   });
 }
@@ -356,6 +386,147 @@ Result<std::unique_ptr<Kernel>> gather_prepare(const StepDesc& s) {
   return cuda::make_kernel([=](auto in, auto out, void*) {
     return cuda::launch_status(cuda::kern::gather(in[0].data, in[1].data, i64, out[0].data, outer, axis_len, n_idx, inner, e, st),
                                "gather kernel");
+  });
+}
+
+
+// ---- strided gathers: Slice, DepthToSpace, SpaceToDepth (the transpose kernel with a base) ----
+Status elem_size_ok(const StepDesc& s) {
+  if (!s.has_input(0) || s.out_dtypes.empty() || s.out_dtypes[0] != s.in_dtypes[0]) return not_applicable("one typed input");
+  const size_t e = dtype_size(s.in_dtypes[0]);
+  if (e != 1 && e != 2 && e != 4 && e != 8) return not_applicable("element size");
+  return Status::ok();
+}
+Result<std::unique_ptr<Kernel>> gather_desc_kernel(const StepDesc& s, const cuda::kern::TransposeDesc& d) {
+  const int e = static_cast<int>(dtype_size(s.in_dtypes[0]));
+  TAC_ASSIGN_OR_RETURN(void* st, stream());
+  return cuda::make_kernel([d, e, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::transpose(in[0].data, out[0].data, e, out[0].numel(), d, st), "strided gather kernel");
+  });
+}
+std::vector<int64_t> row_major_strides(const Shape& x) {
+  std::vector<int64_t> st(x.size(), 1);
+  for (size_t d = x.size(); d-- > 1;) st[d - 1] = st[d] * x[d];
+  return st;
+}
+// Integer values of constant input i (int32 / int64), or not_applicable.
+Result<std::vector<int64_t>> const_ints(const StepDesc& s, size_t i, const char* what) {
+  if (!s.constants[i]) return not_applicable(std::string(what) + " must be a constant");
+  if (s.in_dtypes[i] != DType::int64 && s.in_dtypes[i] != DType::int32) return not_applicable(std::string(what) + ": int32/int64");
+  std::vector<int64_t> v;
+  for (int64_t k = 0; k < s.constants[i]->numel(); ++k) v.push_back(s.constants[i]->get_i64(k));
+  return v;
+}
+
+// Slice: the output shape is known (fixed-shape plans); starts (clamped as the reference does,
+// per the sign of the step) give the base, steps scale the strides. Ends are implied.
+Result<cuda::kern::TransposeDesc> slice_desc(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(elem_size_ok(s));
+  const Shape& x = s.in_shapes[0];
+  const Shape& y = s.out_shapes[0];
+  const size_t r = x.size();
+  if (y.size() != r || r == 0 || r > static_cast<size_t>(cuda::kern::kMaxDims)) return not_applicable("rank 1..8, unchanged");
+  std::vector<int64_t> starts, axes, steps;
+  if (s.node->opset >= 10) {
+    TAC_ASSIGN_OR_RETURN(starts, const_ints(s, 1, "starts"));
+    if (s.has_input(3)) {
+      TAC_ASSIGN_OR_RETURN(axes, const_ints(s, 3, "axes"));
+    }
+    if (s.has_input(4)) {
+      TAC_ASSIGN_OR_RETURN(steps, const_ints(s, 4, "steps"));
+    }
+  } else {
+    starts = ints_attr(s, "starts");
+    axes = ints_attr(s, "axes");
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size()) return not_applicable("starts / axes / steps lengths differ");
+  std::vector<int64_t> start(r, 0), step(r, 1);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + static_cast<int64_t>(r) : axes[i];
+    if (a < 0 || a >= static_cast<int64_t>(r)) return not_applicable("axis out of range");
+    const int64_t dim = x[static_cast<size_t>(a)];
+    if (steps[i] == 0) return not_applicable("step 0");
+    int64_t v = starts[i] < 0 ? starts[i] + dim : starts[i];
+    v = steps[i] > 0 ? std::clamp<int64_t>(v, 0, dim) : std::clamp<int64_t>(v, 0, dim - 1);
+    start[static_cast<size_t>(a)] = v;
+    step[static_cast<size_t>(a)] = steps[i];
+  }
+  const std::vector<int64_t> xs = row_major_strides(x);
+  cuda::kern::TransposeDesc d;
+  d.rank = static_cast<int>(r);
+  for (size_t k = 0; k < r; ++k) {
+    d.out_dims[k] = y[k];
+    d.in_strides[k] = xs[k] * step[k];
+    if (y[k] > 0) d.base += xs[k] * start[k];
+  }
+  return d;
+}
+Status slice_applies(const StepDesc& s) { return slice_desc(s).status(); }
+Result<std::unique_ptr<Kernel>> slice_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(cuda::kern::TransposeDesc d, slice_desc(s));
+  return gather_desc_kernel(s, d);
+}
+
+// DepthToSpace as a 6-D transpose: DCR reads x as [N][b][b][C'][H][W], CRD as [N][C'][b][b][H][W],
+// both written as [N][C'][H][b][W][b]. SpaceToDepth is the inverse of DCR.
+Result<cuda::kern::TransposeDesc> d2s_desc(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(elem_size_ok(s));
+  const Shape& x = s.in_shapes[0];
+  if (x.size() != 4) return not_applicable("4-D input");
+  const int64_t b = int_attr(s, "blocksize", 0), N = x[0], C = x[1], H = x[2], W = x[3];
+  if (b <= 0) return not_applicable("blocksize");
+  cuda::kern::TransposeDesc d;
+  d.rank = 6;
+  auto set = [&d](std::vector<int64_t> dims6, std::vector<int64_t> perm) {  // x viewed as dims6, y = x.transpose(perm)
+    std::vector<int64_t> st(6, 1);
+    for (size_t k = 6; k-- > 1;) st[k - 1] = st[k] * dims6[k];
+    for (size_t k = 0; k < 6; ++k) {
+      d.out_dims[k] = dims6[static_cast<size_t>(perm[k])];
+      d.in_strides[k] = st[static_cast<size_t>(perm[k])];
+    }
+  };
+  if (s.node->op == OpKind::DepthToSpace) {
+    if (C % (b * b) != 0) return not_applicable("channels not divisible by blocksize^2");
+    const int64_t c = C / (b * b);
+    const std::string mode = s.node->opset >= 11 ? string_attr(s, "mode", "DCR") : "DCR";
+    if (mode == "DCR") set({N, b, b, c, H, W}, {0, 3, 4, 1, 5, 2});
+    else if (mode == "CRD") set({N, c, b, b, H, W}, {0, 1, 4, 2, 5, 3});
+    else return not_applicable("mode " + mode);
+  } else {
+    if (H % b != 0 || W % b != 0) return not_applicable("spatial dims not divisible by blocksize");
+    // y [N][b][b][C][H/b][W/b] from x viewed as [N][C][H/b][b][W/b][b].
+    set({N, C, H / b, b, W / b, b}, {0, 3, 5, 1, 2, 4});
+  }
+  return d;
+}
+Status d2s_applies(const StepDesc& s) { return d2s_desc(s).status(); }
+Result<std::unique_ptr<Kernel>> d2s_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(cuda::kern::TransposeDesc d, d2s_desc(s));
+  return gather_desc_kernel(s, d);
+}
+
+// ---- cast ----
+Status cast_applies(const StepDesc& s) {
+  if (!s.has_input(0) || s.out_dtypes.size() != 1) return not_applicable("one input and one output");
+  if (!cuda::kern::cast_supported(static_cast<int>(s.in_dtypes[0])) || !cuda::kern::cast_supported(static_cast<int>(s.out_dtypes[0])))
+    return not_applicable("cast between " + dtype_name(s.in_dtypes[0]) + " and " + dtype_name(s.out_dtypes[0]) +
+                          " (float, float16, bfloat16, double, int64, int32, int8, uint8, bool)");
+  return Status::ok();
+}
+Result<std::unique_ptr<Kernel>> cast_prepare(const StepDesc& s) {
+  const int from = static_cast<int>(s.in_dtypes[0]), to = static_cast<int>(s.out_dtypes[0]);
+  const size_t bytes = dtype_size(s.out_dtypes[0]) * static_cast<size_t>(shape_numel(s.out_shapes[0]));
+  TAC_ASSIGN_OR_RETURN(void* st, stream());
+  return cuda::make_kernel([from, to, bytes, st](auto in, auto out, void*) -> Status {
+    if (from == to) {  // a no-op cast: a copy (bool stays canonical: its source is bool too)
+      if (in[0].data == out[0].data || bytes == 0) return Status::ok();
+      TAC_CUDA_CALL(cudaMemcpyAsync(out[0].data, in[0].data, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(st)));
+      return Status::ok();
+    }
+    return cuda::launch_status(cuda::kern::cast(in[0].data, from, out[0].data, to, out[0].numel(), st), "cast kernel");
   });
 }
 
@@ -439,6 +610,13 @@ std::span<const Tactic> cuda_elementwise_tactics() {
                  transpose_prepare, kCuda});
     t.push_back({"cuda", OpKind::Gather, "own CUDA kernel, one thread per output", gather_applies, movement_cost,
                  gather_prepare, kCuda});
+    t.push_back({"cuda", OpKind::Slice, "own CUDA kernel: strided gather (any steps), one thread per output", slice_applies,
+                 movement_cost, slice_prepare, kCuda});
+    for (OpKind op : {OpKind::DepthToSpace, OpKind::SpaceToDepth})
+      t.push_back({"cuda", op, "own CUDA kernel: a 6-D transpose, one thread per output", d2s_applies, movement_cost,
+                   d2s_prepare, kCuda});
+    t.push_back({"cuda", OpKind::Cast, "own CUDA kernel, one thread per element (the reference's conversion rules)",
+                 cast_applies, movement_cost, cast_prepare, kCuda});
     for (OpKind op : {OpKind::Reshape, OpKind::Flatten, OpKind::Squeeze, OpKind::Unsqueeze, OpKind::Identity, OpKind::Dropout})
       t.push_back({"cuda_copy", op, "device-to-device copy", copy_applies, movement_cost, copy_prepare, kCuda});
     t.push_back({"cuda_copy", OpKind::Concat, "one strided 2-D device copy per input", concat_applies, movement_cost,

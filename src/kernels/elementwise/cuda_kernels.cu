@@ -1,27 +1,23 @@
 // Our own CUDA kernels: elementwise unary / broadcasting binary ops, the fused epilogue of conv
-// and GEMM steps, softmax, layer normalization, pooling, transpose and gather. fp32, one thread
-// per output element (grid-stride loops) except the row reductions, which use one block per row.
+// and GEMM steps, softmax, layer normalization, pooling, transpose and gather. One thread per
+// output element (grid-stride loops) except the row reductions, which use one block per row.
+// The float kernels are templates over the element type (float, __half, __nv_bfloat16): loads
+// convert to fp32, arithmetic and reductions run in fp32, stores round once.
 // Correctness first: each is checked against the reference interpreter on the device
 // (tests/unit/cuda_tactics_test.cc, and whole models through `tactician check --backend cuda`).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
-#include "kernels/elementwise/cuda_kernels.h"
+#include "backends/cuda/elem.cuh"
 
 namespace tac::cuda::kern {
 
 namespace {
-
-constexpr int kThreads = 256;
-
-inline unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
-}
-inline int launched() { return static_cast<int>(cudaGetLastError()); }
-inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 #define GRID_STRIDE(i, n) \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -72,8 +68,9 @@ __device__ __forceinline__ float apply_act(int act, float x, float alpha, float 
   }
 }
 
-__global__ void unary_kernel(Unary op, const float* __restrict__ x, float* y, int64_t n, float alpha, float beta) {
-  GRID_STRIDE(i, n) y[i] = apply_unary(op, x[i], alpha, beta);
+template <class T>
+__global__ void unary_kernel(Unary op, const T* __restrict__ x, T* y, int64_t n, float alpha, float beta) {
+  GRID_STRIDE(i, n) st(y, i, apply_unary(op, ld(x, i), alpha, beta));
 }
 
 __device__ __forceinline__ float apply_binary(Binary op, float a, float b) {
@@ -89,10 +86,12 @@ __device__ __forceinline__ float apply_binary(Binary op, float a, float b) {
   return a;
 }
 
-__global__ void binary_same_kernel(Binary op, const float* a, const float* b, float* y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = apply_binary(op, a[i], b[i]);
+template <class T>
+__global__ void binary_same_kernel(Binary op, const T* a, const T* b, T* y, int64_t n) {
+  GRID_STRIDE(i, n) st(y, i, apply_binary(op, ld(a, i), ld(b, i)));
 }
-__global__ void binary_bcast_kernel(Binary op, const float* a, const float* b, float* y, int64_t n, BroadcastDesc d) {
+template <class T>
+__global__ void binary_bcast_kernel(Binary op, const T* a, const T* b, T* y, int64_t n, BroadcastDesc d) {
   GRID_STRIDE(i, n) {
     int64_t rem = i, ia = 0, ib = 0;
     for (int k = d.rank - 1; k >= 0; --k) {
@@ -101,17 +100,18 @@ __global__ void binary_bcast_kernel(Binary op, const float* a, const float* b, f
       ia += c * d.a_strides[k];
       ib += c * d.b_strides[k];
     }
-    y[i] = apply_binary(op, a[ia], b[ib]);
+    st(y, i, apply_binary(op, ld(a, ia), ld(b, ib)));
   }
 }
 
-__global__ void epilogue_kernel(float* y, const float* __restrict__ bias, const float* __restrict__ res, EpilogueDesc d) {
+template <class T>
+__global__ void epilogue_kernel(T* y, const float* __restrict__ bias, const T* __restrict__ res, EpilogueDesc d) {
   GRID_STRIDE(i, d.total) {
     const int64_t col = i % d.cols, row = (i / d.cols) % d.rows, b = i / (d.cols * d.rows);
-    float v = y[i];
+    float v = ld(y, i);
     if (bias) v += bias[d.bias_per_row ? row : col];
-    if (res) v += d.res_scale * res[b * d.r_bs + row * d.r_rs + col * d.r_cs];
-    y[i] = apply_act(d.act, v, d.alpha, d.beta);
+    if (res) v += d.res_scale * ld(res, b * d.r_bs + row * d.r_rs + col * d.r_cs);
+    st(y, i, apply_act(d.act, v, d.alpha, d.beta));
   }
 }
 
@@ -144,50 +144,52 @@ __device__ float block_max(float v, float* shared) {
 }
 
 // One block per (outer, inner) row of `dim` elements strided by `inner`.
-__global__ void softmax_kernel(const float* x, float* y, int64_t dim, int64_t inner, bool log_out) {
+template <class T>
+__global__ void softmax_kernel(const T* x, T* y, int64_t dim, int64_t inner, bool log_out) {
   __shared__ float shared[32];
   const int64_t o = blockIdx.x / inner, in = blockIdx.x % inner;
-  const float* xr = x + o * dim * inner + in;
-  float* yr = y + o * dim * inner + in;
+  const T* xr = x + o * dim * inner + in;
+  T* yr = y + o * dim * inner + in;
   float m = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) m = fmaxf(m, xr[j * inner]);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) m = fmaxf(m, ld(xr, j * inner));
   m = block_max(m, shared);
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) s += expf(xr[j * inner] - m);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) s += expf(ld(xr, j * inner) - m);
   s = block_sum(s, shared);
   if (log_out) {
     const float ls = logf(s);
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) yr[j * inner] = xr[j * inner] - m - ls;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) st(yr, j * inner, ld(xr, j * inner) - m - ls);
   } else {
     const float inv = 1.f / s;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) yr[j * inner] = expf(xr[j * inner] - m) * inv;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) st(yr, j * inner, expf(ld(xr, j * inner) - m) * inv);
   }
 }
 
 // One block per row; two passes (mean, then the variance of the centred values) for accuracy.
-__global__ void layer_norm_kernel(const float* x, const float* scale, const float* bias, float* y, int64_t cols,
-                                  float eps) {
+template <class T>
+__global__ void layer_norm_kernel(const T* x, const T* scale, const T* bias, T* y, int64_t cols, float eps) {
   __shared__ float shared[32];
-  const float* xr = x + blockIdx.x * cols;
-  float* yr = y + blockIdx.x * cols;
+  const T* xr = x + blockIdx.x * cols;
+  T* yr = y + blockIdx.x * cols;
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld(xr, j);
   const float mean = block_sum(s, shared) / static_cast<float>(cols);
   float v = 0.f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float d = xr[j] - mean;
+    const float d = ld(xr, j) - mean;
     v += d * d;
   }
   const float rstd = rsqrtf(block_sum(v, shared) / static_cast<float>(cols) + eps);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    yr[j] = (xr[j] - mean) * rstd * scale[j] + (bias ? bias[j] : 0.f);
+    st(yr, j, (ld(xr, j) - mean) * rstd * ld(scale, j) + (bias ? ld(bias, j) : 0.f));
 }
 
-__global__ void pool2d_kernel(const float* x, float* y, Pool2dDesc d) {
+template <class T>
+__global__ void pool2d_kernel(const T* x, T* y, Pool2dDesc d) {
   const int64_t n = d.N * d.C * d.OH * d.OW;
   GRID_STRIDE(i, n) {
     const int64_t ow = i % d.OW, oh = (i / d.OW) % d.OH, nc = i / (d.OW * d.OH);
-    const float* xp = x + nc * d.H * d.W;
+    const T* xp = x + nc * d.H * d.W;
     float acc = d.max ? -FLT_MAX : 0.f;
     int count = 0;
     for (int64_t kh = 0; kh < d.KH; ++kh) {
@@ -196,26 +198,27 @@ __global__ void pool2d_kernel(const float* x, float* y, Pool2dDesc d) {
       for (int64_t kw = 0; kw < d.KW; ++kw) {
         const int64_t w = ow * d.SW - d.PL + kw * d.DW;
         if (w < 0 || w >= d.W) continue;
-        const float v = xp[h * d.W + w];
+        const float v = ld(xp, h * d.W + w);
         acc = d.max ? fmaxf(acc, v) : acc + v;
         ++count;
       }
     }
     if (!d.max) acc /= d.count_include_pad ? static_cast<float>(d.KH * d.KW) : static_cast<float>(count > 0 ? count : 1);
-    y[i] = acc;
+    st(y, i, acc);
   }
 }
 
 // One warp per (n, c) plane.
-__global__ void global_avg_pool_kernel(const float* x, float* y, int64_t nc, int64_t hw) {
+template <class T>
+__global__ void global_avg_pool_kernel(const T* x, T* y, int64_t nc, int64_t hw) {
   const int64_t plane = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (plane >= nc) return;
-  const float* xp = x + plane * hw;
+  const T* xp = x + plane * hw;
   float s = 0.f;
-  for (int64_t j = lane; j < hw; j += 32) s += xp[j];
+  for (int64_t j = lane; j < hw; j += 32) s += ld(xp, j);
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) y[plane] = s / static_cast<float>(hw);
+  if (lane == 0) st(y, plane, s / static_cast<float>(hw));
 }
 
 template <class T>
@@ -226,7 +229,7 @@ __global__ void transpose_kernel(const T* x, T* y, int64_t n, TransposeDesc d) {
       src += (rem % d.out_dims[k]) * d.in_strides[k];
       rem /= d.out_dims[k];
     }
-    y[i] = x[src];
+    y[i] = x[d.base + src];
   }
 }
 
@@ -263,49 +266,86 @@ int launch_gather(const void* data, const void* idx, bool i64, void* y, int64_t 
 
 }  // namespace
 
-int unary(Unary op, const float* x, float* y, int64_t n, float alpha, float beta, void* stream) {
+int unary(Elem t, Unary op, const void* x, void* y, int64_t n, float alpha, float beta, void* stream) {
   if (n <= 0) return 0;
-  unary_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, x, y, n, alpha, beta);
-  return launched();
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    unary_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, static_cast<const T*>(x), static_cast<T*>(y), n,
+                                                                       alpha, beta);
+    return launched();
+  });
 }
 
-int binary(Binary op, const float* a, const float* b, float* y, int64_t n, const BroadcastDesc& d, void* stream) {
+int binary(Elem t, Binary op, const void* a, const void* b, void* y, int64_t n, const BroadcastDesc& d, void* stream) {
   if (n <= 0) return 0;
-  if (d.same_shape) binary_same_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, a, b, y, n);
-  else binary_bcast_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, a, b, y, n, d);
-  return launched();
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T *pa = static_cast<const T*>(a), *pb = static_cast<const T*>(b);
+    if (d.same_shape) binary_same_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, pa, pb, static_cast<T*>(y), n);
+    else binary_bcast_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(op, pa, pb, static_cast<T*>(y), n, d);
+    return launched();
+  });
 }
 
-int epilogue(float* y, const float* bias, const float* res, const EpilogueDesc& d, void* stream) {
+int epilogue(Elem t, void* y, const float* bias, const void* res, const EpilogueDesc& d, void* stream) {
   if (d.total <= 0) return 0;
-  epilogue_kernel<<<blocks_for(d.total), kThreads, 0, as_stream(stream)>>>(y, bias, res, d);
-  return launched();
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    epilogue_kernel<T><<<blocks_for(d.total), kThreads, 0, as_stream(stream)>>>(static_cast<T*>(y), bias,
+                                                                                static_cast<const T*>(res), d);
+    return launched();
+  });
 }
 
-int softmax(const float* x, float* y, int64_t outer, int64_t dim, int64_t inner, bool log, void* stream) {
+int softmax(Elem t, const void* x, void* y, int64_t outer, int64_t dim, int64_t inner, bool log, void* stream) {
   if (outer * inner <= 0 || dim <= 0) return 0;
-  softmax_kernel<<<static_cast<unsigned>(outer * inner), kThreads, 0, as_stream(stream)>>>(x, y, dim, inner, log);
-  return launched();
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    softmax_kernel<T><<<static_cast<unsigned>(outer * inner), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), dim, inner, log);
+    return launched();
+  });
 }
 
-int layer_norm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols, float eps,
-               void* stream) {
+int layer_norm(Elem t, const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols,
+               float eps, void* stream) {
   if (rows <= 0 || cols <= 0) return 0;
-  layer_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, as_stream(stream)>>>(x, scale, bias, y, cols, eps);
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    layer_norm_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias), static_cast<T*>(y), cols, eps);
+    return launched();
+  });
+}
+
+__global__ void flush_kernel(uint32_t* p, int64_t n) {
+  GRID_STRIDE(i, n) p[i] = p[i] * 1664525u + 1013904223u;
+}
+int flush_l2(void* scratch, int64_t bytes, void* stream) {
+  const int64_t n = bytes / 4;
+  if (n <= 0) return 0;
+  flush_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(static_cast<uint32_t*>(scratch), n);
   return launched();
 }
 
-int pool2d(const float* x, float* y, const Pool2dDesc& d, void* stream) {
+int pool2d(Elem t, const void* x, void* y, const Pool2dDesc& d, void* stream) {
   const int64_t n = d.N * d.C * d.OH * d.OW;
   if (n <= 0) return 0;
-  pool2d_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(x, y, d);
-  return launched();
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    pool2d_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(x), static_cast<T*>(y), d);
+    return launched();
+  });
 }
 
-int global_avg_pool(const float* x, float* y, int64_t nc, int64_t hw, void* stream) {
+int global_avg_pool(Elem t, const void* x, void* y, int64_t nc, int64_t hw, void* stream) {
   if (nc <= 0 || hw <= 0) return 0;
-  global_avg_pool_kernel<<<blocks_for(nc * 32), kThreads, 0, as_stream(stream)>>>(x, y, nc, hw);
-  return launched();
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    global_avg_pool_kernel<T><<<blocks_for(nc * 32), kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(x),
+                                                                                         static_cast<T*>(y), nc, hw);
+    return launched();
+  });
 }
 
 int transpose(const void* x, void* y, int elem_bytes, int64_t n, const TransposeDesc& d, void* stream) {

@@ -1,7 +1,9 @@
-// Our own CUDA kernels (cuda_kernels.cu), callable from host code that includes no CUDA header.
-// Each launch is enqueued on `stream` (a cudaStream_t) and returns the launch's cudaError_t as an
-// int (0: launched); the caller turns it into a Status (cuda_tactics_common.h). fp32 unless
-// said otherwise; every pointer is device memory.
+// Our own CUDA kernels (cuda_kernels.cu, cuda_movement.cu, cuda_depthwise.cu), callable from host
+// code that includes no CUDA header. Each launch is enqueued on `stream` (a cudaStream_t) and
+// returns the launch's cudaError_t as an int (0: launched); the caller turns it into a Status
+// (backends/cuda/kernel_util.h). Every pointer is device memory. The float kernels take an
+// element type `Elem` (fp32, fp16, bf16: loads and stores in that type, arithmetic in fp32);
+// conv / GEMM biases stay fp32.
 #pragma once
 
 #include <cstdint>
@@ -10,11 +12,13 @@ namespace tac::cuda::kern {
 
 constexpr int kMaxDims = 8;
 
+enum class Elem : int { f32 = 0, f16 = 1, bf16 = 2 };
+
 enum class Unary : int {
   relu, sigmoid, tanh, erf, exp, log, neg, abs, sqrt, reciprocal, floor, ceil, sin, cos,
   clip, leaky_relu, hard_sigmoid, hard_swish, gelu, silu, softplus, elu, selu, identity
 };
-int unary(Unary op, const float* x, float* y, int64_t n, float alpha, float beta, void* stream);
+int unary(Elem t, Unary op, const void* x, void* y, int64_t n, float alpha, float beta, void* stream);
 
 enum class Binary : int { add, sub, mul, div, pow, max, min };
 // y[i] = a[ia] op b[ib] over the output dims; strides 0 where an operand broadcasts.
@@ -25,7 +29,7 @@ struct BroadcastDesc {
   int64_t b_strides[kMaxDims] = {};
   bool same_shape = false;  // a, b and y all have n elements laid out alike
 };
-int binary(Binary op, const float* a, const float* b, float* y, int64_t n, const BroadcastDesc& d, void* stream);
+int binary(Elem t, Binary op, const void* a, const void* b, void* y, int64_t n, const BroadcastDesc& d, void* stream);
 
 // y = act(y + bias + res_scale * res), element i of `total` seen as [batch][rows][cols]:
 // bias[row] (bias_per_row, e.g. conv channels) or bias[col] (GEMM columns); residual at
@@ -38,13 +42,15 @@ struct EpilogueDesc {
   int act = 0;
   float alpha = 0, beta = 0;
 };
-int epilogue(float* y, const float* bias, const float* res, const EpilogueDesc& d, void* stream);
+// y and res in type t, bias fp32.
+int epilogue(Elem t, void* y, const float* bias, const void* res, const EpilogueDesc& d, void* stream);
 
 // Softmax (or LogSoftmax) over `dim` elements strided by `inner`: x is [outer][dim][inner].
-int softmax(const float* x, float* y, int64_t outer, int64_t dim, int64_t inner, bool log, void* stream);
+int softmax(Elem t, const void* x, void* y, int64_t outer, int64_t dim, int64_t inner, bool log, void* stream);
 // LayerNormalization over the last `cols` elements of each of `rows` rows; bias may be null.
-int layer_norm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols, float eps,
-               void* stream);
+// x, scale, bias and y all of type t.
+int layer_norm(Elem t, const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols,
+               float eps, void* stream);
 
 struct Pool2dDesc {
   int64_t N = 0, C = 0, H = 0, W = 0, OH = 0, OW = 0;
@@ -52,15 +58,19 @@ struct Pool2dDesc {
   bool max = true;
   bool count_include_pad = false;
 };
-int pool2d(const float* x, float* y, const Pool2dDesc& d, void* stream);
+int pool2d(Elem t, const void* x, void* y, const Pool2dDesc& d, void* stream);
 // y[nc] = mean over hw of x[nc][hw].
-int global_avg_pool(const float* x, float* y, int64_t nc, int64_t hw, void* stream);
+int global_avg_pool(Elem t, const void* x, void* y, int64_t nc, int64_t hw, void* stream);
 
-// y = x transposed: out dim d has out_dims[d] elements and stride in_strides[d] in x.
+// A strided gather: y[i] = x[base + sum_d idx_d * in_strides[d]] where idx_d is output index i's
+// coordinate along dim d (out_dims[d] elements). Transpose (strides permuted), Slice (base at the
+// starts, strides scaled by the steps, negative for negative steps), DepthToSpace/SpaceToDepth
+// (as 6-D transposes).
 struct TransposeDesc {
   int rank = 0;
   int64_t out_dims[kMaxDims] = {};
   int64_t in_strides[kMaxDims] = {};
+  int64_t base = 0;
 };
 int transpose(const void* x, void* y, int elem_bytes, int64_t n, const TransposeDesc& d, void* stream);
 
@@ -68,5 +78,29 @@ int transpose(const void* x, void* y, int elem_bytes, int64_t n, const Transpose
 // or int32, negative counted from the end) flattened to n_idx; y [outer][n_idx][inner].
 int gather(const void* data, const void* indices, bool indices_int64, void* y, int64_t outer, int64_t axis_len,
            int64_t n_idx, int64_t inner, int elem_bytes, void* stream);
+
+// Cast of n elements between ONNX dtype codes (float, float16, bfloat16, double, int64, int32,
+// int16, int8, uint8, bool), with the reference's rules: float -> int truncates toward zero and
+// saturates (NaN -> 0), int -> int wraps, anything -> bool is `!= 0`. cudaErrorInvalidValue for
+// another code (cast_supported says which).
+bool cast_supported(int dtype);
+int cast(const void* x, int from, void* y, int to, int64_t n, void* stream);
+
+// Depthwise 2-D convolution, NCHW: group == C, M = C * mult output channels (output channel m
+// reads input channel m / mult), W [M][1][KH][KW] in type t, any stride, dilation and (asymmetric)
+// padding, then the epilogue: + bias[m] (fp32, may be null), + res (type t, the output's shape,
+// may be null), activation (ir::Epilogue::Act as int).
+struct DepthwiseDesc {
+  int64_t N = 0, C = 0, H = 0, W = 0, M = 0, OH = 0, OW = 0;
+  int64_t KH = 1, KW = 1, SH = 1, SW = 1, DH = 1, DW = 1, PT = 0, PL = 0;
+  int act = 0;
+  float alpha = 0, beta = 0;
+};
+int depthwise_conv(Elem t, const void* x, const void* w, const float* bias, const void* res, void* y,
+                   const DepthwiseDesc& d, void* stream);
+
+// Overwrites `bytes` of scratch device memory (one read-modify-write pass): with `bytes` above the
+// L2 size, the engine's next kernels start with a cold L2 (bench --l2-flush).
+int flush_l2(void* scratch, int64_t bytes, void* stream);
 
 }  // namespace tac::cuda::kern

@@ -5,7 +5,13 @@
 // our epilogue kernel right after, inside the same tactic.
 //
 // Row-major C[M,N] = A[M,K] B[K,N] is computed as column-major C^T = B^T A^T, so cuBLASLt's
-// "A" is our B and its "B" is our A. Compute type CUBLAS_COMPUTE_32F: true fp32 (no TF32).
+// "A" is our B and its "B" is our A.
+//
+// Precision: A, B, D (and the residual) all fp32, fp16 or bf16, as the precision rewrite leaves
+// them (builder/precision.h). Compute type CUBLAS_COMPUTE_32F (fp32 accumulation; tensor cores
+// for fp16/bf16), or CUBLAS_COMPUTE_32F_FAST_TF32 for fp32 nodes the rewrite marked
+// `tac_math=tf32`. A constant bias is uploaded at prepare in D's type for cuBLASLt's epilogue
+// (fp32 for ours); a bias computed at run time must be fp32 and goes through our epilogue.
 #include <map>
 #include <mutex>
 
@@ -30,25 +36,58 @@ bool uniform_stride(const std::vector<int64_t>& off, int64_t& stride) {
   return true;
 }
 
+using cuda::kern::Elem;
+
 struct LtProblem {
   gemm::Problem p;
+  Elem t = Elem::f32;
+  bool tf32 = false;
+  DType bias_dtype = DType::float32;
+  const Tensor* bias_const = nullptr;
   int64_t a_stride = 0, b_stride = 0, r_stride = 0;
   bool b_trans = false, a_trans = false;  // cuBLASLt's op on our B (its A) and our A (its B)
   int64_t ldb = 0, lda = 0;
   bool lt_bias = false, lt_relu = false, own_epilogue = false;
   std::string key() const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld|%lld,%lld|%d%d|%lld,%lld|%d%d", (long long)p.M, (long long)p.N,
+    std::snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld|%lld,%lld|%d%d|%lld,%lld|%d%d|%d%d", (long long)p.M, (long long)p.N,
                   (long long)p.K, (long long)p.batches, (long long)a_stride, (long long)b_stride, a_trans, b_trans,
-                  (long long)lda, (long long)ldb, lt_bias, lt_relu);
+                  (long long)lda, (long long)ldb, lt_bias, lt_relu, static_cast<int>(t), tf32 ? 1 : 0);
     return buf;
   }
 };
 
+cudaDataType_t cuda_type(Elem t) { return t == Elem::f16 ? CUDA_R_16F : t == Elem::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
 Result<LtProblem> lt_problem(const StepDesc& s) {
   LtProblem q;
-  TAC_RETURN_IF_ERROR(gemm::analyze_problem(s, q.p));
+  if (s.out_dtypes.empty()) return not_applicable("no output");
+  const DType dt = s.out_dtypes[0];
+  if (dt == DType::float16) q.t = Elem::f16;
+  else if (dt == DType::bfloat16) q.t = Elem::bf16;
+  else if (dt != DType::float32) return not_applicable("fp32, fp16 or bf16 only");
+  // analyze_problem reads an fp32 view of the step; operands and the residual must be of the
+  // output's type, a bias fp32 or (constant) of the output's type.
+  StepDesc f = s;
+  for (size_t i = 0; i < f.in_dtypes.size(); ++i)
+    if (f.has_input(i)) {
+      if (f.in_dtypes[i] != dt && f.in_dtypes[i] != DType::float32) return not_applicable("inputs of the output's type");
+      f.in_dtypes[i] = DType::float32;
+    }
+  f.out_dtypes[0] = DType::float32;
+  TAC_RETURN_IF_ERROR(gemm::analyze_problem(f, q.p));
   const gemm::Problem& p = q.p;
+  for (size_t i = 0; i < s.in_dtypes.size(); ++i) {
+    if (!s.has_input(i) || s.in_dtypes[i] == dt) continue;
+    if (static_cast<int>(i) != p.bias_input) return not_applicable("operands and residual of the output's type");
+  }
+  if (p.bias_input >= 0) {
+    q.bias_dtype = s.in_dtypes[static_cast<size_t>(p.bias_input)];
+    q.bias_const = s.constants[static_cast<size_t>(p.bias_input)];
+    if (q.bias_dtype != DType::float32 && !q.bias_const) return not_applicable("a bias computed at run time must be fp32");
+  }
+  const ir::Attribute* m = s.node->attr("tac_math");
+  q.tf32 = q.t == Elem::f32 && m && m->s == "tf32";
   if (!uniform_stride(p.a_off, q.a_stride) || !uniform_stride(p.b_off, q.b_stride))
     return not_applicable("batch dims broadcast partially (not a strided batch)");
   if (p.res_input >= 0 && !uniform_stride(p.r_off, q.r_stride)) return not_applicable("residual batch layout");
@@ -60,7 +99,7 @@ Result<LtProblem> lt_problem(const StepDesc& s) {
   else return not_applicable("A layout");
   using A = ir::Epilogue::Act;
   const bool simple_act = p.act.act == A::none || p.act.act == A::relu;
-  if (p.res_input < 0 && simple_act) {
+  if (p.res_input < 0 && simple_act && (p.bias_input < 0 || q.bias_const || q.t == Elem::f32)) {
     q.lt_bias = p.bias_input >= 0;
     q.lt_relu = p.act.act == A::relu;
   } else {
@@ -94,7 +133,7 @@ Status set_batch(cublasLtMatrixLayout_t l, int64_t batches, int64_t stride) {
 
 Status make_descs(const LtProblem& q, LtDescs& ds) {
   const gemm::Problem& p = q.p;
-  TAC_CUBLAS_CALL(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  TAC_CUBLAS_CALL(cublasLtMatmulDescCreate(&ds.op, q.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t tx = q.b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, ty = q.a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx));
   TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &ty, sizeof ty));
@@ -103,9 +142,10 @@ Status make_descs(const LtProblem& q, LtDescs& ds) {
   TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
   // Stored (column-major) shapes: our B^T is N x K (or K x N when transposed); our A^T is K x M
   // (or M x K); D is N x M.
-  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.x, CUDA_R_32F, q.b_trans ? p.K : p.N, q.b_trans ? p.N : p.K, q.ldb));
-  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.y, CUDA_R_32F, q.a_trans ? p.M : p.K, q.a_trans ? p.K : p.M, q.lda));
-  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.d, CUDA_R_32F, p.N, p.M, p.N));
+  const cudaDataType_t dt = cuda_type(q.t);
+  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.x, dt, q.b_trans ? p.K : p.N, q.b_trans ? p.N : p.K, q.ldb));
+  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.y, dt, q.a_trans ? p.M : p.K, q.a_trans ? p.K : p.M, q.lda));
+  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.d, dt, p.N, p.M, p.N));
   TAC_RETURN_IF_ERROR(set_batch(ds.x, p.batches, q.b_stride));
   TAC_RETURN_IF_ERROR(set_batch(ds.y, p.batches, q.a_stride));
   TAC_RETURN_IF_ERROR(set_batch(ds.d, p.batches, p.M * p.N));
@@ -117,6 +157,10 @@ Result<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cuda::Context& c,
   TAC_CUBLAS_CALL(cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = kMaxWorkspace;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  // fp32 accumulation throughout: no split-K whose partial sums are reduced in the output type
+  // (fp16 / bf16 there; seen on an H200 as errors of one fp16 ulp of the partial sums).
+  uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof reduction);
   std::vector<cublasLtMatmulHeuristicResult_t> r(kMaxAlgos);
   int n = 0;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c.lt, ds.op, ds.x, ds.y, ds.d, ds.d, pref, kMaxAlgos, r.data(), &n);
@@ -155,8 +199,10 @@ template <int I>
 double lt_cost(const StepDesc& s) {
   auto q = lt_problem(s);
   const double flops = q ? q->p.flops() : 1e9;
-  // ~50 fp32 TFLOP/s at best on an H200, a launch, and the heuristic's order as the tie-break.
-  return 5000.0 + flops / 5e4 + 100.0 * I;
+  // ~50 fp32 TFLOP/s at best on an H200 (~400 on tensor cores), a launch, and the heuristic's
+  // order as the tie-break.
+  const double rate = q && (q->t != Elem::f32 || q->tf32) ? 4e5 : 5e4;
+  return 5000.0 + flops / rate + 100.0 * I;
 }
 
 class LtKernel final : public Kernel {
@@ -168,16 +214,27 @@ class LtKernel final : public Kernel {
     if (index >= static_cast<int>(algos.size()))
       return not_applicable("cuBLASLt's heuristic offers " + std::to_string(algos.size()) + " algorithms here");
     algo_ = algos[static_cast<size_t>(index)];
+    // A constant bias, uploaded once: in D's type for cuBLASLt's epilogue, in fp32 for ours.
+    if (q_.bias_const && (q_.t != Elem::f32 || q_.bias_dtype != DType::float32)) {
+      const Tensor& b = *q_.bias_const;
+      const DType want = q_.lt_bias ? (q_.t == Elem::f16 ? DType::float16 : q_.t == Elem::bf16 ? DType::bfloat16 : DType::float32)
+                                    : DType::float32;
+      TAC_ASSIGN_OR_RETURN(Tensor host, Tensor::create(want, b.shape()));
+      for (int64_t i = 0; i < b.numel(); ++i) host.set_f64(i, b.get_f64(i));
+      TAC_ASSIGN_OR_RETURN(bias_, cuda::DeviceBuffer::allocate(host.bytes()));
+      TAC_RETURN_IF_ERROR(cuda::copy_to_device(bias_.get(), host.raw(), host.bytes()));
+      TAC_RETURN_IF_ERROR(cuda::synchronize());  // `host` goes out of scope
+    }
     return Status::ok();
   }
   size_t workspace_bytes() const override { return algo_.workspaceSize; }
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
     const gemm::Problem& p = q_.p;
     const float alpha = p.alpha, beta = 0.0f;
-    const float* bias = p.bias_input >= 0 ? in[static_cast<size_t>(p.bias_input)].as<float>() : nullptr;
+    const void* bias = bias_.get() ? bias_.get() : p.bias_input >= 0 ? in[static_cast<size_t>(p.bias_input)].data : nullptr;
     if (q_.lt_bias)
       TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds_.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    float* y = out[0].as<float>();
+    void* y = out[0].data;
     TAC_CUBLAS_CALL(cublasLtMatmul(c_->lt, ds_.op, &alpha, in[1].data, ds_.x, in[0].data, ds_.y, &beta, y, ds_.d, y, ds_.d,
                                    &algo_.algo, ws, algo_.workspaceSize, c_->stream));
     if (!q_.own_epilogue) return Status::ok();
@@ -192,8 +249,9 @@ class LtKernel final : public Kernel {
     e.act = static_cast<int>(p.act.act);
     e.alpha = p.act.alpha;
     e.beta = p.act.beta;
-    const float* res = p.res_input >= 0 ? in[static_cast<size_t>(p.res_input)].as<float>() : nullptr;
-    return cuda::launch_status(cuda::kern::epilogue(y, bias, res, e, c_->stream), "epilogue kernel (after cuBLASLt)");
+    const void* res = p.res_input >= 0 ? in[static_cast<size_t>(p.res_input)].data : nullptr;
+    return cuda::launch_status(cuda::kern::epilogue(q_.t, y, static_cast<const float*>(bias), res, e, c_->stream),
+                               "epilogue kernel (after cuBLASLt)");
   }
 
  private:
@@ -201,6 +259,7 @@ class LtKernel final : public Kernel {
   cuda::Context* c_;
   LtDescs ds_;
   cublasLtMatmulHeuristicResult_t algo_{};
+  cuda::DeviceBuffer bias_;
 };
 
 template <int I>
@@ -215,7 +274,7 @@ Result<std::unique_ptr<Kernel>> lt_prepare(const StepDesc& s) {
 template <int I>
 void add_tactics(std::vector<Tactic>& t) {
   for (ir::OpKind op : {ir::OpKind::MatMul, ir::OpKind::Gemm, ir::OpKind::FusedMatMul})
-    t.push_back({kNames[I], op, "cuBLASLt, the heuristic's algorithm of this rank (fp32; bias/ReLU in its epilogue)",
+    t.push_back({kNames[I], op, "cuBLASLt, the heuristic's algorithm of this rank (fp32/tf32/fp16/bf16; bias/ReLU in its epilogue)",
                  lt_applies<I>, lt_cost<I>, lt_prepare<I>, Backend::cuda});
 }
 

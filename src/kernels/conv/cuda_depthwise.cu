@@ -1,0 +1,68 @@
+// Our own depthwise convolution (see cuda_kernels.h): one thread per output element, the
+// KH x KW taps of its input channel read directly (the input plane is small and stays in L1/L2),
+// fp32 accumulation, the epilogue (bias, residual, activation) applied before the one store.
+// MobileNet-style layers are memory-bound: 9 multiply-adds per output element against one load
+// of the input; cuDNN's implicit GEMM spends a GEMM's setup on them.
+#include "backends/cuda/elem.cuh"
+
+namespace tac::cuda::kern {
+
+namespace {
+
+__device__ __forceinline__ float act_of(int act, float x, float alpha, float beta) {
+  // ir::Epilogue::Act: none, relu, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, gelu, silu.
+  switch (act) {
+    case 1: return x > 0.f ? x : 0.f;
+    case 2: return x < alpha ? alpha : (x > beta ? beta : x);
+    case 3: return x >= 0.f ? x : alpha * x;
+    case 4: return 1.f / (1.f + expf(-x));
+    case 5: return tanhf(x);
+    case 6: { float v = alpha * x + beta; return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
+    case 7: return x >= 0.f ? 0.5f * x * (1.f + erff(x * 0.70710678118654752f)) : 0.5f * x * erfcf(-x * 0.70710678118654752f);
+    case 8: return x / (1.f + expf(-x));
+    default: return x;
+  }
+}
+
+template <class T>
+__global__ void depthwise_kernel(const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ bias,
+                                 const T* __restrict__ res, T* __restrict__ y, DepthwiseDesc d) {
+  const int64_t total = d.N * d.M * d.OH * d.OW;
+  const int64_t mult = d.M / d.C;
+  TAC_GRID_STRIDE(i, total) {
+    const int64_t ow = i % d.OW, oh = (i / d.OW) % d.OH, m = (i / (d.OW * d.OH)) % d.M, n = i / (d.OW * d.OH * d.M);
+    const T* xp = x + (n * d.C + m / mult) * d.H * d.W;
+    const T* wp = w + m * d.KH * d.KW;
+    const int64_t h0 = oh * d.SH - d.PT, w0 = ow * d.SW - d.PL;
+    float acc = 0.f;
+    for (int64_t kh = 0; kh < d.KH; ++kh) {
+      const int64_t h = h0 + kh * d.DH;
+      if (h < 0 || h >= d.H) continue;
+      for (int64_t kw = 0; kw < d.KW; ++kw) {
+        const int64_t ww = w0 + kw * d.DW;
+        if (ww < 0 || ww >= d.W) continue;
+        acc += ld(xp, h * d.W + ww) * ld(wp, kh * d.KW + kw);
+      }
+    }
+    if (bias) acc += bias[m];
+    if (res) acc += ld(res, i);
+    st(y, i, act_of(d.act, acc, d.alpha, d.beta));
+  }
+}
+
+}  // namespace
+
+int depthwise_conv(Elem t, const void* x, const void* w, const float* bias, const void* res, void* y,
+                   const DepthwiseDesc& d, void* stream) {
+  const int64_t total = d.N * d.M * d.OH * d.OW;
+  if (total <= 0) return 0;
+  if (d.C <= 0 || d.M % d.C != 0) return static_cast<int>(cudaErrorInvalidValue);
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    depthwise_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), bias, static_cast<const T*>(res), static_cast<T*>(y), d);
+    return launched();
+  });
+}
+
+}  // namespace tac::cuda::kern
