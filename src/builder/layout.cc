@@ -102,7 +102,7 @@ Assignment assign(const ir::Graph& g, const std::vector<Layout>& target, const s
         std::vector<Layout> try_in(n.inputs.size(), Layout::nchw);
         for (size_t k = 0; k < n.inputs.size(); ++k)
           if (n.inputs[k] != ir::kNoValue && !is_const(g, n.inputs[k])) try_in[k] = best;
-        if (runs_in(g, n, try_in, best, threads, nullptr)) {
+        if (runs_in(g, n, try_in, best, threads, pinned[i])) {
           in = try_in;
           out = best;
         }
@@ -143,6 +143,10 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
       if (a.g || !a.graphs.empty()) return Status::ok();  // subgraphs read outer values: all stays nchw
     const std::string knob = "layout." + n.name, v = route.get(knob);
     const bool explicit_layout = !v.empty() && v != "default";
+    // A pinned tactic decides whether its node can follow a layout (pools, Concats and
+    // elementwise ops too: a pin on a tactic that reads nchw only keeps the node nchw).
+    if (const std::string t = route.get("tactic." + n.name); !t.empty() && t != "auto")
+      pinned_tactic[i] = kernels::find_tactic(n.op, t);
     if (!layout_candidate(g, n)) {
       if (!explicit_layout || v == "nchw") continue;
       // The precision rewrite lowered it (bf16 inputs or int8 scales): precision.<node> wins.

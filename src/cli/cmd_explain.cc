@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/args.h"
+#include "cli/engine_args.h"
 #include "tuner/tune.h"
 
 namespace tac::cli {
@@ -11,11 +12,11 @@ namespace tac::cli {
 int cmd_explain(int argc, char** argv) {
   Args args;
   std::string err;
-  if (!parse_args(argc, argv, 2, {"--db", "--threads", "--inputs", "--calibration", "--dim", "--rounds"}, {"--help"}, args, err) ||
+  if (!parse_args(argc, argv, 2, {"--db", "--threads", "--inputs", "--calibration", "--backend", "--dim", "--rounds"}, {"--help"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician explain: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr,
-                 "usage: tactician explain MODEL.onnx [--db tuning.db] [--threads N] [--inputs DIR] [--calibration DIR] [--rounds 3]\n"
+                 "usage: tactician explain MODEL.onnx [--db tuning.db] [--threads N] [--inputs DIR] [--calibration DIR] [--backend cuda|cpu] [--rounds 3]\n"
                  "Ablation from the best recorded route back toward the default: each knob the winner sets\n"
                  "is reverted alone and timed interleaved with the winner and the default; prints each\n"
                  "change's share of the speed-up.\n");
@@ -28,6 +29,12 @@ int cmd_explain(int argc, char** argv) {
   o.threads = std::atoi(args.get("--threads", std::to_string(hw > 0 ? hw : 1)).c_str());
   o.inputs_dir = args.get("--inputs");
   o.calibration_dir = args.get("--calibration");
+  auto backend = backend_from_args(args);
+  if (!backend) {
+    std::fprintf(stderr, "tactician explain: %s\n", backend.status().to_string().c_str());
+    return 2;
+  }
+  o.backend = *backend;
   o.final_rounds = std::max(1, std::atoi(args.get("--rounds", "3").c_str()));
   for (const std::string& kv : args.all("--dim")) {
     auto eq = kv.find('=');

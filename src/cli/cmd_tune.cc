@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/args.h"
+#include "cli/engine_args.h"
 #include "tuner/tune.h"
 
 namespace tac::cli {
@@ -17,13 +18,14 @@ int cmd_tune(int argc, char** argv) {
   const char* help =
       "usage: tactician tune MODEL.onnx [--budget 10m] [--max-candidates N] [--max-build-time 5m]\n"
       "         [--strategy tpe|evolution|coordinate|random|fast|full|mixed] [--seed S]\n"
-      "         [--tolerance \"cos>=0.9999,linf<=1e-3\" | --tolerance-file F] [--inputs DIR] [--threads N]\n"
+      "         [--tolerance \"cos>=0.9999,linf<=1e-3\" | --tolerance-file F] [--inputs DIR] [--backend cuda|cpu] [--threads N]\n"
       "         [--db tuning.db] [--out DIR] [--knobs \"glob,...\"] [--dim S=N] [--timeout 300s] [--json]\n"
       "Searches whole engines: every candidate route is built, checked against the reference outputs\n"
       "and timed end to end in a child process; the fastest that passes the tolerance wins. Re-running\n"
       "resumes from the database. --out DIR gets best.plan, best.route and summary.json.\n"
       "  --budget         wall time (90s, 10m, 1h); the tuner stops cleanly and keeps the best so far\n"
       "  --inputs DIR     input_K.pb (and output_K.pb as the reference; else the reference interpreter)\n"
+      "  --backend cuda|cpu  where candidates run (default: cuda when this build has CUDA and a GPU is present)\n"
       "  --calibration DIR  int8 calibration inputs (test_data_set_*/ or input_K.pb; default: the model's\n"
       "                   test data, else seeded random inputs); computed once per run for all candidates\n"
       "  --knobs          only knobs matching these globs, e.g. \"tactic.*,pass.fuse_*\"\n"
@@ -32,7 +34,7 @@ int cmd_tune(int argc, char** argv) {
       "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
-                   "--tolerance-file", "--inputs", "--calibration", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
+                   "--tolerance-file", "--inputs", "--calibration", "--backend", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
                    "--batch"},
                   {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
@@ -85,6 +87,11 @@ int cmd_tune(int argc, char** argv) {
   }
   o.inputs_dir = args.get("--inputs");
   o.calibration_dir = args.get("--calibration");
+  {
+    auto backend = backend_from_args(args);
+    if (!backend) return fail(backend.status(), 2);
+    o.backend = *backend;
+  }
   o.planted_faults = args.has("--plant-faults");  // tests only: crashing, hanging, wrong tactics
   o.db_path = args.get("--db", "tuning.db");
   o.out_dir = args.get("--out");

@@ -62,6 +62,7 @@ int run_evaluate_command(int argc, char** argv) {
     else if (k == "--profile") req.profile = v == "1";
     else if (k == "--calibration") req.calibration_dir = v;
     else if (k == "--calibration-cache") req.calibration_cache = v;
+    else if (k == "--backend") req.backend = v;
     else {
       std::fprintf(stderr, "tactician evaluate: unknown flag %s\n", k.c_str());
       return 2;
@@ -75,6 +76,9 @@ int run_evaluate_command(int argc, char** argv) {
   opts.planted_faults = req.planted_faults;
   opts.calibration_dir = req.calibration_dir;
   opts.calibration_cache = req.calibration_cache;
+  auto backend = kernels::backend_from_name(req.backend);
+  if (!backend) return child_fail("build_failed", backend.status().to_string());
+  opts.backend = *backend;
   for (const std::string& d : req.dims) {
     auto eq = d.find('=');
     if (eq != std::string::npos) opts.dims[d.substr(0, eq)] = std::strtoll(d.c_str() + eq + 1, nullptr, 10);
@@ -168,7 +172,8 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
   }
   for (const auto& [flag, v] : {std::pair<const char*, const std::string&>{"--save-plan", req.save_plan},
                                 {"--calibration", req.calibration_dir},
-                                {"--calibration-cache", req.calibration_cache}})
+                                {"--calibration-cache", req.calibration_cache},
+                                {"--backend", req.backend}})
     if (!v.empty()) {
       args.push_back(flag);
       args.push_back(v);

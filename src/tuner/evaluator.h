@@ -29,6 +29,7 @@ struct EvalRequest {
   bool profile = false;           // also report each node's median in-engine time
   std::string calibration_dir;    // int8 calibration inputs ("": the builder's default)
   std::string calibration_cache;  // folder the candidates share their int8 ranges through
+  std::string backend = "cpu";    // "cpu" | "cuda": the child builds and times there (own CUDA context)
 };
 
 struct EvalResult {

@@ -279,6 +279,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   builder::BuildOptions bopts;
   bopts.dims = dims;
   bopts.planted_faults = opts.planted_faults;
+  bopts.backend = opts.backend;
   TAC_ASSIGN_OR_RETURN(builder::KnobSpace knobs, builder::knob_space(model, bopts));
   const std::string threads = std::to_string(opts.threads);
   if (const builder::Knob* t = knobs.find("threads");
@@ -288,7 +289,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   sum.dimensions = space.dims.size();
   sum.space_size = space.size();
   TAC_ASSIGN_OR_RETURN(auto strategy, make_strategy(opts.strategy, space, opts.seed));
-  const std::string device = builder::device_fingerprint(), version = TAC_VERSION;
+  TAC_ASSIGN_OR_RETURN(const std::string device, builder::device_fingerprint(opts.backend));
+  const std::string version = TAC_VERSION;
 
   std::vector<std::string> dim_flags;
   for (const auto& [k, v] : dims) dim_flags.push_back(k + "=" + std::to_string(v));
@@ -304,6 +306,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     rq.planted_faults = opts.planted_faults;
     rq.calibration_dir = opts.calibration_dir;
     rq.calibration_cache = work + "/calibration";  // int8 ranges computed once, by the first int8 candidate
+    rq.backend = kernels::backend_name(opts.backend);
     return rq;
   };
   auto with_threads = [&](builder::Route r) {
@@ -611,7 +614,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
 Result<Explanation> explain(const TuneOptions& opts) {
   TAC_ASSIGN_OR_RETURN(ir::Model model, io::load_model(opts.model_path));
   TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path));
-  TAC_ASSIGN_OR_RETURN(auto records, db->all(model.hash, builder::device_fingerprint(), TAC_VERSION));
+  TAC_ASSIGN_OR_RETURN(const std::string device, builder::device_fingerprint(opts.backend));
+  TAC_ASSIGN_OR_RETURN(auto records, db->all(model.hash, device, TAC_VERSION));
   const CandidateRecord* best = nullptr;
   const std::string threads = "threads=" + std::to_string(opts.threads);
   for (const CandidateRecord& r : records)  // same thread count only: otherwise not comparable
@@ -648,6 +652,7 @@ Result<Explanation> explain(const TuneOptions& opts) {
     rq.check = false;
     rq.calibration_dir = opts.calibration_dir;
     rq.calibration_cache = work + "/calibration";
+    rq.backend = kernels::backend_name(opts.backend);
     EvalResult res = evaluate_in_child(rq, opts.limits);
     return res.status == "ok" ? res.median_ms : INFINITY;
   };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "builder/knobs.h"
+#include "kernels/tactic.h"
 #include "tuner/accuracy.h"
 #include "tuner/evaluator.h"
 #include "tuner/space.h"
@@ -25,6 +26,7 @@ struct TuneOptions {
   std::string inputs_dir;       // test_data_set layout (input_K.pb [+ output_K.pb]); "" = random inputs
   std::string calibration_dir;  // int8 calibration inputs for the candidates ("": the builder's default)
   int threads = 1;
+  kernels::Backend backend = kernels::Backend::cpu;  // where candidates are built, checked and timed
   std::string db_path = "tuning.db";
   std::string out_dir;          // best.plan, best.route, summary.json ("" = none)
   uint64_t seed = 0;

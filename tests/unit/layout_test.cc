@@ -367,6 +367,32 @@ TEST(LayoutRewrite, RegionsStayInTheLayoutWithFewReformats) {
   }
 }
 
+// A pin on a tactic that reads nchw only keeps a pool / Concat / GlobalAveragePool out of the
+// layout (reformats around it), as it does a convolution: the pin is honoured, never a build
+// failure (a tune met "tactic.pool0=reference is not a candidate" on blocked routes).
+TEST(LayoutRewrite, PinnedPlainTacticsKeepTheirNodeNchw) {
+  const ir::Model m = small_cnn();
+  for (const char* pins : {"tactic.pool0=reference", "tactic.concat=reference", "tactic.gap=reference"}) {
+    const std::string route = std::string("layout.default=blocked ") + pins;
+    SCOPED_TRACE(route);
+    auto e = build_and_check(m, route);
+    ASSERT_TRUE(e);
+    const builder::Plan& p = e->plan();
+    const ir::Graph& g = p.model.graph;
+    const std::string pinned_node = std::string(pins).substr(7, std::string(pins).find('=') - 7);
+    bool seen = false;
+    for (const builder::PlanStep& st : p.steps) {
+      const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+      if (n.name != pinned_node) continue;
+      seen = true;
+      EXPECT_EQ(std::string(st.tactic->name), "reference");
+      EXPECT_EQ(p.values[static_cast<size_t>(st.outputs[0])].layout, Layout::nchw);
+    }
+    EXPECT_TRUE(seen) << test::op_list(g);
+    EXPECT_EQ(p.report.reformats, count_op(g, ir::OpKind::Reformat));
+  }
+}
+
 // One convolution between plain ops: by default it is not flipped into a layout for two
 // reformats; pinned per node, it is (and the outputs still match).
 TEST(LayoutRewrite, LoneConvDoesNotPingPongUnlessPinned) {
