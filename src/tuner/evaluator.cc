@@ -198,8 +198,13 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     close(out_pipe[1]);
     int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0) dup2(devnull, STDERR_FILENO);
-    rlimit lim{static_cast<rlim_t>(limits.memory_bytes), static_cast<rlim_t>(limits.memory_bytes)};
-    setrlimit(RLIMIT_AS, &lim);
+    // The memory limit caps the address space; a CUDA child cannot take one: the driver reserves
+    // virtual address space far beyond physical memory at initialisation (an H200 run failed
+    // cudaGetDeviceCount with "out of memory" under the 8 GiB cap). It keeps the time limit.
+    if (req.backend != "cuda") {
+      rlimit lim{static_cast<rlim_t>(limits.memory_bytes), static_cast<rlim_t>(limits.memory_bytes)};
+      setrlimit(RLIMIT_AS, &lim);
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
