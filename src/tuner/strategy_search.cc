@@ -205,7 +205,10 @@ class Evolution final : public SpaceStrategy {
 // tpe: the tree-structured Parzen estimator (Bergstra et al. 2011) for categorical dimensions,
 // dimensions independent. The finite trials split into good (the best kGamma quantile, at
 // least one) and bad (the rest, and every failed trial); per dimension, l(v) and g(v) are the
-// category frequencies among good and bad, smoothed by kPrior pseudo-counts per category.
+// category frequencies among good and bad, smoothed by a uniform prior of total weight kPrior
+// (kPrior/k per category, as Optuna's categorical TPE; the earlier kPrior per category kept l
+// nearly flat on 10-12-valued tactic dimensions: replayed on two enumerated spaces, 9 seeds, 10%
+// of the points, the median best went 85.8% -> 94.8% and 97.2% -> 98.4% of the optimum's speed-up).
 // Each proposal draws kCandidates points from l and keeps the unseen one with the largest
 // l(x)/g(x) = prod_d l_d(x_d)/g_d(x_d). The default and random points come first, until
 // kStartup finite trials exist.
@@ -258,8 +261,8 @@ class Tpe final : public SpaceStrategy {
       double acc = 0.0;
       for (int v = 0; v < radix_[d]; ++v) {
         const size_t i = offset[d] + v;
-        const double l = (good[i] + kPrior) / (static_cast<double>(n_good) + kPrior * k);
-        const double g = (all[i] - good[i] + kPrior) / (static_cast<double>(n_bad) + kPrior * k);
+        const double l = (good[i] + kPrior / k) / (static_cast<double>(n_good) + kPrior);
+        const double g = (all[i] - good[i] + kPrior / k) / (static_cast<double>(n_bad) + kPrior);
         acc += l;
         cumulative_l[i] = acc;
         log_ratio[i] = std::log(l) - std::log(g);
