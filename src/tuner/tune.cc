@@ -224,6 +224,25 @@ Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std:
   return Status::ok();
 }
 
+// What every child of a tune or explain run is asked, with its route and measuring time: the
+// reference data and int8 calibration cache under `work`, the bound dims, the backend.
+EvalRequest eval_request(const TuneOptions& opts, const std::string& work, const std::vector<std::string>& dim_flags,
+                         const std::string& route_text, double seconds) {
+  EvalRequest rq;
+  rq.model_path = opts.model_path;
+  rq.data_dir = work + "/data";
+  rq.route = route_text;
+  rq.tolerance = opts.tolerance.to_string();
+  rq.dims = dim_flags;
+  rq.min_seconds = seconds;
+  rq.min_runs = 10;
+  rq.planted_faults = opts.planted_faults;
+  rq.calibration_dir = opts.calibration_dir;
+  rq.calibration_cache = work + "/calibration";  // int8 ranges computed once, by the first int8 candidate
+  rq.backend = kernels::backend_name(opts.backend);
+  return rq;
+}
+
 // The point of a recorded route, or nullopt when the route sets knobs outside the space (or a
 // group member differently from its group).
 std::optional<Point> point_of(const SearchSpace& space, const builder::Route& r, const std::string& fixed_threads) {
@@ -295,19 +314,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   std::vector<std::string> dim_flags;
   for (const auto& [k, v] : dims) dim_flags.push_back(k + "=" + std::to_string(v));
   auto request = [&](const std::string& route_text, double seconds) {
-    EvalRequest rq;
-    rq.model_path = opts.model_path;
-    rq.data_dir = work + "/data";
-    rq.route = route_text;
-    rq.tolerance = opts.tolerance.to_string();
-    rq.dims = dim_flags;
-    rq.min_seconds = seconds;
-    rq.min_runs = 10;
-    rq.planted_faults = opts.planted_faults;
-    rq.calibration_dir = opts.calibration_dir;
-    rq.calibration_cache = work + "/calibration";  // int8 ranges computed once, by the first int8 candidate
-    rq.backend = kernels::backend_name(opts.backend);
-    return rq;
+    return eval_request(opts, work, dim_flags, route_text, seconds);
   };
   auto with_threads = [&](builder::Route r) {
     r.values["threads"] = threads;
@@ -642,17 +649,8 @@ Result<Explanation> explain(const TuneOptions& opts) {
   // Median over `rounds` careful measurements of a route, interleaved by the caller's order.
   auto time_route = [&](builder::Route r) -> double {
     r.values["threads"] = std::to_string(opts.threads);
-    EvalRequest rq;
-    rq.model_path = opts.model_path;
-    rq.data_dir = work + "/data";
-    rq.route = r.to_string();
-    rq.tolerance = opts.tolerance.to_string();
-    rq.dims = dim_flags;
-    rq.min_seconds = opts.careful_seconds;
+    EvalRequest rq = eval_request(opts, work, dim_flags, r.to_string(), opts.careful_seconds);
     rq.check = false;
-    rq.calibration_dir = opts.calibration_dir;
-    rq.calibration_cache = work + "/calibration";
-    rq.backend = kernels::backend_name(opts.backend);
     EvalResult res = evaluate_in_child(rq, opts.limits);
     return res.status == "ok" ? res.median_ms : INFINITY;
   };
