@@ -145,8 +145,8 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
     const bool explicit_layout = !v.empty() && v != "default";
     // A pinned tactic decides whether its node can follow a layout (pools, Concats and
     // elementwise ops too: a pin on a tactic that reads nchw only keeps the node nchw).
-    if (const std::string t = route.get("tactic." + n.name); !t.empty() && t != "auto")
-      pinned_tactic[i] = kernels::find_tactic(n.op, t);
+    const std::string tactic = route.get("tactic." + n.name);
+    if (!tactic.empty() && tactic != "auto") pinned_tactic[i] = kernels::find_tactic(n.op, tactic);
     if (!layout_candidate(g, n)) {
       if (!explicit_layout || v == "nchw") continue;
       // The precision rewrite lowered it (bf16 inputs or int8 scales): precision.<node> wins.
@@ -162,13 +162,9 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
     if (explicit_layout) {
       TAC_ASSIGN_OR_RETURN(l, layout_of_value(knob, v));
     }
-    const std::string tactic = route.get("tactic." + n.name);
-    if (!tactic.empty() && tactic != "auto") {
-      pinned_tactic[i] = kernels::find_tactic(n.op, tactic);
-      if (l != Layout::nchw && pinned_tactic[i] && !pinned_tactic[i]->layouts) {
-        report->log.push_back("layout: " + n.name + " stays nchw: tactic." + n.name + "=" + tactic + " reads nchw only");
-        l = Layout::nchw;
-      }
+    if (l != Layout::nchw && pinned_tactic[i] && !pinned_tactic[i]->layouts) {
+      report->log.push_back("layout: " + n.name + " stays nchw: tactic." + n.name + "=" + tactic + " reads nchw only");
+      l = Layout::nchw;
     }
     target[i] = l;
     pinned_layout[i] = explicit_layout;
