@@ -86,7 +86,8 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
                "per kernel); engines with host_reference steps stay eager",
                KnobScope::global});
   // The layout tactics are CPU tactics: CUDA plans stay nchw.
-  space.add({"layout.default", backend == kernels::Backend::cpu ? layout_values() : std::vector<std::string>{"nchw"}, "nchw",
+  space.add({"layout.default", backend == kernels::Backend::cpu ? layout_values() : std::vector<std::string>{"nchw"},
+             backend == kernels::Backend::cpu ? "nhwc" : "nchw",
              std::string("activation layout of the convolutions (see layout.<node>) and the pooling, Concat and "
                          "elementwise ops between them; blocked = ") +
                  ir::layout_name(blocked_layout()) + " here; Reformat steps convert where a consumer needs another",
@@ -622,13 +623,19 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   // Variants 2, 3, 4: every candidate in bf16 / int8 / fp16, so that routes can pin the
   // lower-precision tactics of the nodes variants 0 and 1 name (the casts they add get no knobs
   // of their own).
+  // Variant 5: the default route in layout nchw, whose convolutions take the tactics that read
+  // nchw only (a pin on one keeps its node nchw, see layout.cc): searched like variant 0's.
   const std::vector<std::string> lowp = precision_values(opts.backend);
-  for (int variant = 0; variant < 5; ++variant) {
+  for (int variant = 0; variant < 6; ++variant) {
     Route r;
+    if (variant == 5) {
+      if (opts.backend != kernels::Backend::cpu) continue;
+      r.values["layout.default"] = "nchw";
+    }
     if (variant == 1)
       for (const Pass& p : pass_pipeline())
         if (std::string(p.name).rfind("fuse_", 0) == 0) r.values[std::string("pass.") + p.name] = "off";
-    if (variant >= 2) {
+    if (variant >= 2 && variant <= 4) {
       const char* want = variant == 2 ? "bf16" : variant == 3 ? "int8" : "fp16";
       if (std::find(lowp.begin(), lowp.end(), want) == lowp.end()) continue;
       r.values["precision.default"] = want;
@@ -680,10 +687,10 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
                                                                                  : "fp32";
         auto& ps = precisions_of[n.name][t->name];
         if (std::find(ps.begin(), ps.end(), precision) == ps.end()) ps.push_back(precision);
-        if (variant == 0) {
+        if (variant == 0 || variant == 5) {
           auto& dv = default_values[n.name];
           if (dv.empty()) dv.push_back("auto");
-          dv.push_back(t->name);
+          if (std::find(dv.begin(), dv.end(), t->name) == dv.end()) dv.push_back(t->name);
         }
       }
     }

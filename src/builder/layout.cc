@@ -114,6 +114,29 @@ Assignment assign(const ir::Graph& g, const std::vector<Layout>& target, const s
   return a;
 }
 
+// Whether conv `n`'s output, followed through the ops that keep its layout (pools, Concats,
+// elementwise), reaches another convolution in that layout without a Reformat.
+bool reaches_conv_in_layout(const ir::Graph& g, const std::vector<std::vector<int>>& users, const Assignment& a,
+                            const std::vector<Layout>& target, const ir::Node& n) {
+  const Layout l = a.out[static_cast<size_t>(n.index)];
+  std::vector<int> todo = {n.outputs[0]};
+  std::set<int> seen;
+  while (!todo.empty()) {
+    const int y = todo.back();
+    todo.pop_back();
+    if (!seen.insert(y).second) continue;
+    for (int u : users[static_cast<size_t>(y)]) {
+      const ir::Node& c = g.nodes[static_cast<size_t>(u)];
+      bool reads_l = false;
+      for (size_t k = 0; k < c.inputs.size(); ++k) reads_l |= c.inputs[k] == y && a.in[static_cast<size_t>(u)][k] == l;
+      if (!reads_l || a.out[static_cast<size_t>(u)] != l) continue;
+      if (is_conv(c) && target[static_cast<size_t>(u)] != Layout::nchw) return true;
+      if (!c.outputs.empty() && c.outputs[0] != ir::kNoValue) todo.push_back(c.outputs[0]);
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string> layout_values() { return {"nchw", "nhwc", "blocked"}; }
@@ -189,12 +212,10 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
       const int p = producer[static_cast<size_t>(n.inputs[0])];
       const Layout x_layout = p >= 0 ? a.out[static_cast<size_t>(p)] : Layout::nchw;
       const bool reformat_in = a.in[i][0] != x_layout;
-      const int y = n.outputs[0];
-      bool kept = false;
-      for (int u : users[static_cast<size_t>(y)])
-        for (size_t k = 0; k < g.nodes[static_cast<size_t>(u)].inputs.size(); ++k)
-          kept |= g.nodes[static_cast<size_t>(u)].inputs[k] == y && a.in[static_cast<size_t>(u)][k] == a.out[i];
-      if (reformat_in && !kept) {
+      // It enters the layout here (its input read in another) and no convolution after it
+      // reads the layout: the layout buys Reformats and no convolution in it but this one.
+      const bool enters = reformat_in || a.in[i][0] != a.out[i];
+      if (enters && !reaches_conv_in_layout(g, users, a, target, n)) {
         target[i] = Layout::nchw;
         changed = true;
         report->log.push_back("layout: " + n.name + " stays nchw (a reformat on both sides)");

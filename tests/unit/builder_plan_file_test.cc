@@ -104,8 +104,8 @@ class PlanFileTest : public ::testing::Test {
 
 TEST_F(PlanFileTest, RoundTripGivesBitwiseIdenticalOutputs) {
   for (const char* route : {"", "pass.fuse_conv=off memory.planner=no_reuse", "memory.inplace=off threads=1",
-                            "pass.fuse_matmul=off builder.prune=1", "layout.default=blocked",
-                            "layout.default=nhwc memory.planner=greedy_by_order"}) {
+                            "pass.fuse_matmul=off builder.prune=1", "layout.conv=blocked",
+                            "layout.conv=nhwc memory.planner=greedy_by_order"}) {
     SCOPED_TRACE(route);
     auto e = build_and_save(route, "a.plan");
     ASSERT_TRUE(e);
