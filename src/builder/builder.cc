@@ -766,6 +766,19 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
                                        " under this route; " + pinned + " is a tactic of another op)");
         pinned.clear();
       }
+      // A pin on a tactic of the layout table (onednn_pool, raw_buffer) is inactive on a node
+      // this route keeps nchw (a neighbour's pin or layout.<node>=nchw ended the region).
+      const bool nchw_node = n.outputs.empty() || n.outputs[0] == ir::kNoValue ||
+                             g.values[static_cast<size_t>(n.outputs[0])].layout == ir::Layout::nchw;
+      if (nchw_node)
+        for (const kernels::Tactic& t : kernels::layout_tactics())
+          if (t.op == n.op && pinned == t.name) {
+            plan.report.inactive.push_back("tactic." + n.name + "=" + pinned + " (" + n.name +
+                                           " runs in nchw under this route; " + pinned +
+                                           " runs nhwc or blocked activations)");
+            pinned.clear();
+            break;
+          }
     }
     if (!pinned.empty() && pinned != "auto") {
       for (const auto& [t, cost] : ranked.candidates)

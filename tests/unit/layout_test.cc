@@ -405,6 +405,33 @@ TEST(LayoutRewrite, PinnedPlainTacticsKeepTheirNodeNchw) {
   }
 }
 
+// The tactics of the layout table read nhwc or blocked activations: pinned on a node the route
+// keeps nchw they are inactive (reported, left out of the plan's route), not a build failure (a
+// tune lost 47 of 164 candidates to "tactic.MaxPool_2=onednn_pool is not a candidate").
+TEST(LayoutRewrite, LayoutTacticPinsOnNchwNodesAreInactive) {
+  const ir::Model m = small_cnn();
+  const std::string pins = "tactic.pool0=onednn_pool tactic.concat=raw_buffer";
+  auto e = build_and_check(m, "layout.default=nchw " + pins);
+  ASSERT_TRUE(e);
+  const builder::Plan& p = e->plan();
+  ASSERT_EQ(p.report.inactive.size(), 2u);
+  for (const std::string& s : p.report.inactive) EXPECT_NE(s.find("runs in nchw under this route"), std::string::npos) << s;
+  EXPECT_EQ(p.route, "layout.default=nchw");
+  // In the layout the same pins are taken.
+  auto in_layout = build_and_check(m, "layout.default=nhwc " + pins);
+  ASSERT_TRUE(in_layout);
+  EXPECT_TRUE(in_layout->plan().report.inactive.empty());
+  int taken = 0;
+  for (const builder::PlanStep& st : in_layout->plan().steps) {
+    const std::string name = in_layout->plan().model.graph.nodes[static_cast<size_t>(st.node)].name;
+    if (name == "pool0" || name == "concat") {
+      EXPECT_EQ(std::string(st.tactic->name), name == "pool0" ? "onednn_pool" : "raw_buffer");
+      ++taken;
+    }
+  }
+  EXPECT_EQ(taken, 2);
+}
+
 // One convolution between plain ops: by default it is not flipped into a layout for two
 // reformats; pinned per node, it is (and the outputs still match).
 TEST(LayoutRewrite, LoneConvDoesNotPingPongUnlessPinned) {
