@@ -12,7 +12,7 @@
 #        tactician bench MODEL --threads N --json --route builder.selection=isolated (per-layer profiling)
 #        tactician bench MODEL --threads N --json --route-file WORK/.../best.route   (tuned)
 #        node bench/ort/bench_ort.js MODEL --threads N                               (ONNX Runtime, if installed)
-#   Each figure is the median of the R round medians. Prints a Markdown table with the speed-ups
+#   (all tunes first, then all rounds). Each figure is the median of the R round medians. Prints a Markdown table with the speed-ups
 #   (default/tuned, default/isolated, ORT/tuned), the tuning wall time and the break-even (how many
 #   inferences repay the tuning time), with geometric means; saves it to results/tune-<date>-<commit>.md.
 # Environment: TACTICIAN (default build/tactician), SHARED_MODELS, BENCH_TIMEOUT (default 900 s).
@@ -79,17 +79,28 @@ bench_one() {  # engine model threads round [args...]
 }
 START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+# Phase 1: every tune (the long part); phase 2: every comparison round, so that the rounds of all
+# models run together at the end (keep the machine quiet then).
 for t in $THREADS; do
   for m in $MODELS; do
     mp=$(model_path "$m")
     [ -f "$mp" ] || { echo "tune_cpu.sh: $mp missing, skipped" >&2; continue; }
     out="$WORK/$m.t$t"
     tol=(); [ -n "$TOLERANCE" ] && tol=(--tolerance "$TOLERANCE")
+    echo "tune_cpu.sh: tuning $m at $t thread(s), budget $BUDGET ($(date -u +%H:%M:%S) UTC)" >&2
     t0=$(date +%s.%N)
     "$TACTICIAN" tune "$mp" --budget "$BUDGET" --threads "$t" --strategy "$STRATEGY" "${tol[@]}" \
       --db "$WORK/tune.db" --out "$out" --quiet --json > "$out.tune.log" 2> "$out.tune.err"
     t1=$(date +%s.%N)
     printf '%s\t%s\ttune_s\t%s\t%s\n' "$m" "$t" "$(python3 -c "print($t1 - $t0)")" "$(tail -n 1 "$out.tune.log" | tr '\t' ' ')" >> "$RAW"
+  done
+done
+LOAD_MID=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "tune_cpu.sh: tunes done, comparison rounds start ($(date -u +%H:%M:%S) UTC)" >&2
+for t in $THREADS; do
+  for m in $MODELS; do
+    [ -f "$(model_path "$m")" ] || continue
+    out="$WORK/$m.t$t"
     route=()
     [ -f "$out/best.route" ] && route=(--route-file "$out/best.route")
     for r in $(seq 1 "$ROUNDS"); do
@@ -104,7 +115,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT-dirty"
 REPORT="$WORK/report.md"
-RAW="$RAW" CMDLINE="$CMDLINE" COMMIT="$COMMIT" START="$START" LOAD="$LOAD_BEFORE -> $LOAD_AFTER" THREADS="$THREADS" \
+RAW="$RAW" CMDLINE="$CMDLINE" COMMIT="$COMMIT" START="$START" LOAD="$LOAD_BEFORE -> $LOAD_MID (tunes done) -> $LOAD_AFTER" THREADS="$THREADS" \
 MODELS="$MODELS" CPU="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" NCPU="$(nproc)" ROUNDS="$ROUNDS" \
 BUDGET="$BUDGET" STRATEGY="$STRATEGY" TOLERANCE="${TOLERANCE:-default (fp32: l2<=1e-5, cos>=0.99999)}" python3 - > "$REPORT" <<'PY'
 import json, math, os, statistics as st
@@ -125,7 +136,7 @@ print()
 print(f"- command: `{E['CMDLINE']}`")
 print(f"- commit: {E['COMMIT']}; machine: {E['CPU']}, {E['NCPU']} cores (shared; load {E['LOAD']}); date {E['START']} UTC")
 print(f"- tune: `tactician tune MODEL --budget {E['BUDGET']} --strategy {E['STRATEGY']} --threads N`, tolerance {E['TOLERANCE']}")
-print(f"- then {E['ROUNDS']} interleaved rounds (default, isolated, tuned, ORT), each a new process; figures are medians of the round medians")
+print(f"- all tunes first, then {E['ROUNDS']} interleaved rounds (default, isolated, tuned, ORT), each a new process; figures are medians of the round medians")
 print()
 print('| model | threads | default ms | isolated ms | tuned ms | ORT ms | default/tuned | default/isolated | ORT/tuned | tuning s (candidates) | break-even inferences |')
 print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
