@@ -93,7 +93,8 @@ std::vector<const Tactic*> conv_family(ir::OpKind op) {
 TEST(ConvTactics, TableListsEveryTacticForBothOps) {
   const char* names[] = {"im2col_gemm",      "conv1x1_gemm",   "im2col_openblas", "conv1x1_openblas",
                          "im2col_gemm_inb",  "conv1x1_gemm_inb", "direct_avx512", "direct_avx2", "winograd_f2x3",
-                         "winograd_f4x3",    "depthwise_avx512", "depthwise_avx2", "direct_rows_avx512", "onednn",    "onednn_nchw"};
+                         "winograd_f4x3",    "depthwise_avx512", "depthwise_avx2", "direct_rows_avx512", "onednn",    "onednn_nchw",
+                         "onednn_winograd"};
   for (const char* name : names) {
     EXPECT_NE(find_tactic(ir::OpKind::Conv, name), nullptr) << name;
     EXPECT_NE(find_tactic(ir::OpKind::FusedConv, name), nullptr) << name;
@@ -179,7 +180,7 @@ TEST(ConvTactics, ConstraintsSayNotApplicable) {
   // Runtime (non-constant) weights: the prepacking tactics decline; 1-D conv: all decline.
   Case c{"3x3", {1, 4, 8, 8}, {4, 4, 3, 3}, {}, {1, 1, 1, 1}, {}};
   std::vector<Tensor> ins{random_tensor(DType::float32, c.x, 1), random_tensor(DType::float32, c.w, 2), Tensor()};
-  for (const char* name : {"direct_avx512", "direct_avx2", "winograd_f2x3", "winograd_f4x3", "onednn"}) {
+  for (const char* name : {"direct_avx512", "direct_avx2", "winograd_f2x3", "winograd_f4x3", "onednn", "onednn_winograd"}) {
     auto r = check_tactic(*find_tactic(ir::OpKind::Conv, name), conv_node(c, false, {}), ins, {false, false, false});
     EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << name;
   }

@@ -88,38 +88,52 @@ TEST(LayoutTactics, OnednnConvInEveryLayoutMatchesReference) {
       {"group 2 of 16", {1, 32, 7, 7}, {32, 16, 3, 3}, {}, {1, 1, 1, 1}, 2},
       {"depthwise C20 s2", {1, 20, 9, 8}, {20, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, 20},
       {"depthwise C32", {2, 32, 7, 7}, {32, 1, 3, 3}, {}, {1, 1, 1, 1}, 32},
+      {"3x3 p1 C32 M48 13x11", {1, 32, 13, 11}, {48, 32, 3, 3}, {}, {1, 1, 1, 1}},
+      {"3x3 p1 C64 M64 batch 2", {2, 64, 10, 10}, {64, 64, 3, 3}, {}, {1, 1, 1, 1}},
   };
   const ir::Epilogue eps[] = {{A::none, 0, 0}, {A::relu, 0, 0}, {A::clip, 0.0f, 6.0f}, {A::sigmoid, 0, 0}};
-  const kernels::Tactic* t = find_tactic(ir::OpKind::FusedConv, "onednn");
-  ASSERT_TRUE(t && t->layouts);
-  int seed = 100, k = 0;
-  for (const ConvCase& c : cases)
-    for (Layout l : kLayouts)
-      for (bool res : {false, true}) {
-        const ir::Epilogue ep = eps[k++ % 4];  // sigmoid(0) = 0.5: the padding must still be zero
-        ir::Node n = make_node("FusedConv", 4, 1);
-        n.domain = ir::kInternalDomain;
-        if (!c.strides.empty()) set_attr(n, "strides", c.strides);
-        if (!c.pads.empty()) set_attr(n, "pads", c.pads);
-        if (c.group != 1) set_attr(n, "group", c.group);
-        ir::set_epilogue(n, ep);
-        std::vector<Tensor> ins{random_tensor(DType::float32, c.x, seed), random_tensor(DType::float32, c.w, seed + 1),
-                                random_tensor(DType::float32, {c.w[0]}, seed + 2), Tensor()};
-        if (res) {  // the output shape, from a plain run
-          auto plain = check_tactic(*t, n, ins, {false, true, true, false});
-          ASSERT_TRUE(plain.status.is_ok()) << plain.status.to_string();
-          ins[3] = random_tensor(DType::float32, plain.expected[0].shape(), seed + 3);
+  // onednn applies to every case; onednn_winograd (AVX-512) to the 3x3 stride-1 ungrouped ones
+  // whose epilogue oneDNN's Winograd takes, reordering from and to the step's layouts.
+  for (const char* name : {"onednn", "onednn_winograd"}) {
+    const kernels::Tactic* t = find_tactic(ir::OpKind::FusedConv, name);
+    ASSERT_TRUE(t && t->layouts) << name;
+    const bool all = std::string(name) == "onednn";
+    const kernels::Tactic* plain_t = find_tactic(ir::OpKind::FusedConv, "onednn");
+    int seed = 100, k = 0, ran = 0;
+    for (const ConvCase& c : cases)
+      for (Layout l : kLayouts)
+        for (bool res : {false, true}) {
+          const ir::Epilogue ep = eps[k++ % 4];  // sigmoid(0) = 0.5: the padding must still be zero
+          ir::Node n = make_node("FusedConv", 4, 1);
+          n.domain = ir::kInternalDomain;
+          if (!c.strides.empty()) set_attr(n, "strides", c.strides);
+          if (!c.pads.empty()) set_attr(n, "pads", c.pads);
+          if (c.group != 1) set_attr(n, "group", c.group);
+          ir::set_epilogue(n, ep);
+          std::vector<Tensor> ins{random_tensor(DType::float32, c.x, seed), random_tensor(DType::float32, c.w, seed + 1),
+                                  random_tensor(DType::float32, {c.w[0]}, seed + 2), Tensor()};
+          if (res) {  // the output shape, from a plain run
+            auto plain = check_tactic(*plain_t, n, ins, {false, true, true, false});
+            ASSERT_TRUE(plain.status.is_ok()) << plain.status.to_string();
+            ins[3] = random_tensor(DType::float32, plain.expected[0].shape(), seed + 3);
+          }
+          seed += 4;
+          const double K = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
+          auto r = check_tactic(*t, n, ins, {false, true, true, false}, 2, {l, Layout::nchw, Layout::nchw, l}, l);
+          if (!all && r.status.kind() == ErrorKind::not_applicable) continue;
+          ++ran;
+          expect_close(r, 1e-4 * std::sqrt(K),
+                       std::string(name) + " " + c.what + " in " + ir::layout_name(l) + " act " +
+                           ir::activation_name(ep.act) + (res ? " +res" : ""));
+          // A first layer reads its plain input and writes the layout.
+          auto first =
+              check_tactic(*t, n, ins, {false, true, true, false}, 1, {Layout::nchw, Layout::nchw, Layout::nchw, l}, l);
+          expect_close(first, 1e-4 * std::sqrt(K), std::string(name) + " " + c.what + " nchw -> " + ir::layout_name(l));
         }
-        seed += 4;
-        const double K = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
-        auto r = check_tactic(*t, n, ins, {false, true, true, false}, 2, {l, Layout::nchw, Layout::nchw, l}, l);
-        expect_close(r, 1e-4 * std::sqrt(K),
-                     std::string(c.what) + " in " + ir::layout_name(l) + " act " + ir::activation_name(ep.act) +
-                         (res ? " +res" : ""));
-        // A first layer reads its plain input and writes the layout.
-        auto first = check_tactic(*t, n, ins, {false, true, true, false}, 1, {Layout::nchw, Layout::nchw, Layout::nchw, l}, l);
-        expect_close(first, 1e-4 * std::sqrt(K), std::string(c.what) + " nchw -> " + ir::layout_name(l));
-      }
+    if (!all && !kernels::cpu_features().avx512) continue;
+    // Winograd takes only some epilogues (relu, none; not clip or sigmoid here): 10 of the 60.
+    EXPECT_GE(ran, all ? 60 : 8) << name;
+  }
   // The plain-only tactics refuse other layouts.
   ir::Node n = make_node("Conv", 2, 1);
   auto r = check_tactic(*find_tactic(ir::OpKind::Conv, "im2col_gemm"), n,

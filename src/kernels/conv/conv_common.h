@@ -98,6 +98,7 @@ TAC_CONV_TACTIC(depthwise_avx2)
 TAC_CONV_TACTIC(direct_rows_avx512)
 TAC_CONV_TACTIC(onednn)
 TAC_CONV_TACTIC(onednn_nchw)
+TAC_CONV_TACTIC(onednn_winograd)
 #undef TAC_CONV_TACTIC
 
 }  // namespace tac::kernels::conv

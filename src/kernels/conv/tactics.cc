@@ -79,6 +79,9 @@ double calibration(const char* t, const ConvGeom& g) {
     if (is("winograd_f4x3")) return 0.5 * std::pow(std::min(1.0, ohw / 3000.0), 0.6);
     if (is("winograd_f2x3")) return 0.45 * std::pow(std::min(1.0, ohw / 1000.0), 0.6);
     if (is("onednn")) return 0.53;
+    // oneDNN's Winograd measures 0.22-0.3 of the formula (1.7-2.4x faster than onednn's direct on
+    // 64-256 channels), but rounds more: ranked just after onednn on purpose (see onednn_conv.cc).
+    if (is("onednn_winograd")) return 0.56;
     if (is("onednn_nchw")) return 0.78;
     if (is("im2col_gemm_inb")) return 0.70;
     if (is("im2col_gemm") || is("im2col_openblas")) return 0.60;
@@ -118,6 +121,7 @@ TAC_CONV_NAME(depthwise_avx2)
 TAC_CONV_NAME(direct_rows_avx512)
 TAC_CONV_NAME(onednn)
 TAC_CONV_NAME(onednn_nchw)
+TAC_CONV_NAME(onednn_winograd)
 #undef TAC_CONV_NAME
 
 #define TAC_CONV_ROWS_L(name, help, layouts)                                                                          \
@@ -146,6 +150,8 @@ const Tactic kConvTactics[] = {
     TAC_CONV_ROWS_L(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside; in "
                             "nhwc / blocked layouts (layout.*) reads and writes them directly", true),
     TAC_CONV_ROWS(onednn_nchw, "oneDNN convolution forced to plain nchw/oihw formats (no reorders)"),
+    TAC_CONV_ROWS_L(onednn_winograd, "oneDNN Winograd convolution (F(2x2,3x3) or F(4x4,3x3), AVX-512, 3x3 stride 1): "
+                                     "fewer multiplies, more rounding; reorders from/to the step's layout inside", true),
 };
 #undef TAC_CONV_ROWS
 #undef TAC_CONV_ROWS_L
