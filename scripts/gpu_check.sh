@@ -4,14 +4,17 @@
 # reference outputs and `bench`, all with --backend cuda; optionally a slice of the ONNX node
 # conformance suite. Logs go to OUT (few files: the device tool returns at most 8).
 #
-#   scripts/gpu_check.sh PKG_DIR OUT [--unit] [--node SLICE_DIR] [--bench] [--route R --rtol X --atol Y] MODEL_DIR...
+#   scripts/gpu_check.sh PKG_DIR OUT [--unit] [--node SLICE_DIR] [--bench] [--route R --rtol X --atol Y]
+#                        [--tune BUDGET] MODEL_DIR...
 #
 # --route: build, check and bench with that route (e.g. "precision.default=fp16"), checking with
 # the given tolerances (default rtol 1e-3, atol 1e-4); the logs name it.
+# --tune B: also `tactician tune --backend cuda --budget B` per model (default tolerance, database
+# and best.route under OUT/tune-<model>/), then `check` of its best.route against the reference data.
 set -u
 pkg=$1 out=$2
 shift 2
-unit=0 node="" bench=0 route="" rtol=1e-3 atol=1e-4
+unit=0 node="" bench=0 route="" rtol=1e-3 atol=1e-4 tune=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --unit) unit=1 ;;
@@ -20,6 +23,7 @@ while [ $# -gt 0 ]; do
     --route) route=$2; shift ;;
     --rtol) rtol=$2; shift ;;
     --atol) atol=$2; shift ;;
+    --tune) tune=$2; shift ;;
     *) break ;;
   esac
   shift
@@ -44,6 +48,17 @@ for m in "$@"; do
   echo "===== $name [$route]" >> "$out/check.txt"
   timeout 300 tactician check "$m" --backend cuda --route "$route" --rtol $rtol --atol $atol --verbose >> "$out/check.txt" 2>&1
   echo "check $name [$route] rtol $rtol atol $atol: rc=$? $(tail -1 "$out/check.txt")" >> "$summary"
+  if [ -n "$tune" ]; then
+    td=$out/tune-$name
+    mkdir -p "$td"
+    timeout 900 tactician tune "$m/model.onnx" --backend cuda --budget "$tune" --db "$td/tune.db" --out "$td" --quiet \
+      --json > "$td.log" 2>&1
+    echo "tune $name --budget $tune: rc=$? $(tail -1 "$td.log" | cut -c1-400)" >> "$summary"
+    echo "===== $name [tuned: $(cat "$td/best.route" 2>/dev/null | tr '\n' ' ')]" >> "$out/check.txt"
+    timeout 300 tactician check "$m" --backend cuda --route-file "$td/best.route" --rtol $rtol --atol $atol >> "$out/check.txt" 2>&1
+    echo "check $name [tuned best.route] rtol $rtol atol $atol: rc=$? $(tail -1 "$out/check.txt")" >> "$summary"
+    rm -f "$td/best.plan"
+  fi
   if [ $bench = 1 ]; then
     for b in cuda cpu; do
       [ $b = cpu ] && [ -n "$route" ] && continue

@@ -139,6 +139,26 @@ std::optional<Point> SpaceStrategy::random_unseen(Call& c) const {
   return std::nullopt;
 }
 
+std::optional<Point> SpaceStrategy::local_unseen(Call& c, const Point& center) const {
+  if (exhausted(c) || radix_.empty()) return std::nullopt;
+  const double rate = local_rate();
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    Point p = center;
+    bool moved = false;
+    for (size_t d = 0; d < p.size(); ++d)
+      if (radix_[d] > 1 && uniform01(c.rng) < rate) {
+        p[d] = static_cast<int>(uniform_below(c.rng, radix_[d]));
+        moved |= p[d] != center[d];
+      }
+    if (!moved) {
+      const size_t d = uniform_below(c.rng, p.size());
+      p[d] = static_cast<int>(uniform_below(c.rng, radix_[d]));
+    }
+    if (!c.seen.contains(p)) return p;
+  }
+  return random_unseen(c);
+}
+
 Point SpaceStrategy::fast_point(size_t i) const {
   Point p = default_;
   if (i == 0) return p;

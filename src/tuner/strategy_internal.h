@@ -2,6 +2,8 @@
 // random source, enumeration order, and what each proposal call derives from the history.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -82,6 +84,15 @@ class SpaceStrategy : public Strategy {
   bool emit(Call& c, const Point& p, uint64_t h) const;
   bool exhausted(const Call& c) const { return c.seen.size() >= size_; }
   Point random_point(Rng& rng) const;
+  // Each dimension is redrawn with this probability, else kept (local_unseen, tpe): with many
+  // dimensions (one per op signature and global knob: 40-100 on the zoo models) a uniform random
+  // point changes nearly all of them and is nearly always far worse than the default; about
+  // kLocalDims changes at a time keep the search near good points. 1 for small spaces.
+  static constexpr double kLocalDims = 4.0;
+  double local_rate() const { return std::min(1.0, kLocalDims / static_cast<double>(radix_.size())); }
+  // An unseen point that redraws each dimension of `center` with probability local_rate() (at
+  // least one); after repeated collisions, random_unseen.
+  std::optional<Point> local_unseen(Call& c, const Point& center) const;
   // A uniformly drawn unseen point; after repeated collisions (a nearly exhausted space) the
   // first unseen point in `full` order from a random start. Nothing when every point is seen.
   std::optional<Point> random_unseen(Call& c) const;

@@ -181,7 +181,7 @@ class Evolution final : public SpaceStrategy {
         added = emit(c, child);
       }
       if (added) continue;
-      auto r = random_unseen(c);
+      auto r = local_unseen(c, ranked.empty() ? default_ : ranked[0]->point);
       if (!r) break;
       emit(c, *r);
     }
@@ -210,8 +210,12 @@ class Evolution final : public SpaceStrategy {
 // nearly flat on 10-12-valued tactic dimensions: replayed on two enumerated spaces, 9 seeds, 10%
 // of the points, the median best went 85.8% -> 94.8% and 97.2% -> 98.4% of the optimum's speed-up).
 // Each proposal draws kCandidates points from l and keeps the unseen one with the largest
-// l(x)/g(x) = prod_d l_d(x_d)/g_d(x_d). The default and random points come first, until
-// kStartup finite trials exist.
+// l(x)/g(x) = prod_d l_d(x_d)/g_d(x_d). The default and random points near it come first,
+// until kStartup finite trials exist. In many dimensions (local_rate() < 1) a candidate draws
+// each dimension from l with probability local_rate() and keeps a good trial's value otherwise:
+// independent draws from l over 40-100 dimensions nearly always land far from every good point
+// (10 minutes of tpe on resnet18, 230 candidates: 1.02x over the default, while pinning one
+// tactic on 13 nodes gives 1.33x).
 class Tpe final : public SpaceStrategy {
  public:
   using SpaceStrategy::SpaceStrategy;
@@ -230,7 +234,7 @@ class Tpe final : public SpaceStrategy {
     }
     if (finite.size() >= kStartup) model(c, finite);
     while (!c.full()) {
-      auto r = random_unseen(c);
+      auto r = local_unseen(c, default_);
       if (!r) break;
       emit(c, *r);
     }
@@ -270,15 +274,20 @@ class Tpe final : public SpaceStrategy {
     }
     Point candidate(dims);
     Point best;
+    const double rate = local_rate();
     while (!c.full()) {
       double best_score = -INFINITY;
       for (int round = 0; round < 4 && best.empty(); ++round) {
         for (size_t j = 0; j < kCandidates; ++j) {
+          const Point& parent = finite[uniform_below(c.rng, n_good)]->point;
           double score = 0.0;
           for (size_t d = 0; d < dims; ++d) {
-            const double* cum = &cumulative_l[offset[d]];
-            const double u = uniform01(c.rng) * cum[radix_[d] - 1];
-            const int v = static_cast<int>(std::upper_bound(cum, cum + radix_[d] - 1, u) - cum);
+            int v = parent[d];
+            if (rate >= 1.0 || uniform01(c.rng) < rate) {
+              const double* cum = &cumulative_l[offset[d]];
+              const double u = uniform01(c.rng) * cum[radix_[d] - 1];
+              v = static_cast<int>(std::upper_bound(cum, cum + radix_[d] - 1, u) - cum);
+            }
             candidate[d] = v;
             score += log_ratio[offset[d] + v];
           }
@@ -288,7 +297,7 @@ class Tpe final : public SpaceStrategy {
           }
         }
       }
-      if (best.empty()) return;  // l keeps drawing seen points: random points take over
+      if (best.empty()) return;  // l keeps drawing seen points: points near the default take over
       emit(c, best);
       best.clear();
     }
