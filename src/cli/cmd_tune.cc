@@ -19,7 +19,8 @@ int cmd_tune(int argc, char** argv) {
       "usage: tactician tune MODEL.onnx [--budget 10m] [--max-candidates N] [--max-build-time 5m]\n"
       "         [--strategy tpe|evolution|coordinate|random|fast|full|mixed] [--seed S]\n"
       "         [--tolerance \"cos>=0.9999,linf<=1e-3\" | --tolerance-file F] [--inputs DIR] [--backend cuda|cpu] [--threads N]\n"
-      "         [--db tuning.db] [--out DIR] [--knobs \"glob,...\"] [--dim S=N] [--timeout 300s] [--json]\n"
+      "         [--db tuning.db] [--out DIR] [--knobs \"glob,...\"] [--route \"k=v ...\" | --route-file F]\n"
+      "         [--dim S=N] [--timeout 300s] [--json]\n"
       "Searches whole engines: every candidate route is built, checked against the reference outputs\n"
       "and timed end to end in a child process; the fastest that passes the tolerance wins. Re-running\n"
       "resumes from the database. --out DIR gets best.plan, best.route and summary.json.\n"
@@ -29,13 +30,15 @@ int cmd_tune(int argc, char** argv) {
       "  --calibration DIR  int8 calibration inputs (test_data_set_*/ or input_K.pb; default: the model's\n"
       "                   test data, else seeded random inputs); computed once per run for all candidates\n"
       "  --knobs          only knobs matching these globs, e.g. \"tactic.*,pass.fuse_*\"\n"
+      "  --route \"k=v ...\", --route-file F  settings every candidate keeps, not searched (e.g.\n"
+      "                   \"precision.default=fp16\"); the default route compared against is this route\n"
       "  --no-refine      keep same-signature nodes grouped (by default random/coordinate/evolution/tpe\n"
       "                   spend the second half of the budget refining the costliest groups per node)\n"
       "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
                    "--tolerance-file", "--inputs", "--calibration", "--backend", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
-                   "--batch"},
+                   "--batch", "--route", "--route-file"},
                   {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician tune: %s\n", err.c_str());
@@ -116,6 +119,11 @@ int cmd_tune(int argc, char** argv) {
     if (eq == std::string::npos) return fail(invalid_argument("--dim takes SYMBOL=N, got '" + kv + "'"), 2);
     o.dims[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
   }
+  {
+    auto fixed = route_from_args(args);
+    if (!fixed) return fail(fixed.status(), 2);
+    o.fixed = *fixed;
+  }
   const bool quiet = args.has("--quiet");
   const bool tty = isatty(STDERR_FILENO);
   auto summary = tuner::tune(o, [&](const std::string& line) {
@@ -133,7 +141,9 @@ int cmd_tune(int argc, char** argv) {
   else std::printf("search space: %zu dimensions, %llu points\n", s.dimensions, static_cast<unsigned long long>(s.space_size));
   std::printf("default route  %.3f ms\nbest route     %.3f ms\nspeed-up       %.3fx (over %d interleaved A/B rounds: %.3f to %.3f)\n",
               s.default_ms, s.best_ms, s.speedup, o.final_rounds, s.speedup_low, s.speedup_high);
-  const bool is_default = s.best_route == "threads=" + std::to_string(o.threads);
+  builder::Route default_route = o.fixed;
+  default_route.values["threads"] = std::to_string(o.threads);
+  const bool is_default = s.best_route == default_route.to_string();
   std::printf("best route: %s%s\naccuracy of the best: %s\n", s.best_route.c_str(),
               is_default ? "  (the default route: no candidate beat it by more than the measured noise)" : "",
               s.best_metrics_json.c_str());

@@ -72,13 +72,16 @@ Result<double> parse_duration(const std::string& text) {
   return total;
 }
 
-Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs) {
+Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs,
+                                      const builder::Route& fixed) {
   for (const std::string& g : globs) {
     bool any = false;
     for (const builder::Knob& k : knobs.knobs()) any |= fnmatch(g.c_str(), k.name.c_str(), 0) == 0;
     if (!any) return invalid_argument("--knobs: '" + g + "' matches no knob of this model (`tactician knobs` lists them)");
   }
   SearchSpace space;
+  space.base = fixed;
+  space.base.values.erase("threads");  // fixed by the caller (with_threads)
   std::map<std::string, size_t> group_dim;
   for (const builder::Knob& k_in : knobs.knobs()) {
     // Searched only when --knobs names them: the classic-builder knobs (builder.selection,
@@ -87,7 +90,9 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
     // candidate). Searched together with tactic knobs, a tactic pinned for another precision than
     // its node's is inactive (builder::active_route), and such points are evaluated once.
     const bool opt_in = k_in.name.rfind("builder.", 0) == 0 || k_in.name.rfind("precision.", 0) == 0;
-    if (k_in.name == "threads" || (opt_in && globs.empty()) || !matches(globs, k_in.name)) continue;
+    if (k_in.name == "threads" || fixed.values.count(k_in.name) || (opt_in && globs.empty()) ||
+        !matches(globs, k_in.name))
+      continue;
     builder::Knob k = k_in;
     if (!k.search_values.empty()) k.values = k.search_values;
     if (k.values.size() < 2) continue;
@@ -262,8 +267,13 @@ std::optional<Point> point_of(const SearchSpace& space, const builder::Route& r,
     if (pos == dim.values.end()) return std::nullopt;
     p[d] = static_cast<int>(pos - dim.values.begin());
   }
-  for (const auto& [k, v] : r.values)
-    if (!used.count(k) && !(k == "threads" && v == fixed_threads)) return std::nullopt;
+  for (const auto& [k, v] : r.values) {
+    auto base = space.base.values.find(k);
+    const bool fixed = (k == "threads" && v == fixed_threads) || (base != space.base.values.end() && base->second == v);
+    if (!used.count(k) && !fixed) return std::nullopt;
+  }
+  for (const auto& [k, v] : space.base.values)  // a route without a fixed setting is another search's
+    if (!r.values.count(k)) return std::nullopt;
   return p;
 }
 
@@ -304,7 +314,11 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   if (const builder::Knob* t = knobs.find("threads");
       !t || std::find(t->values.begin(), t->values.end(), threads) == t->values.end())
     return invalid_argument("--threads " + threads + " is not allowed on this machine");
-  TAC_ASSIGN_OR_RETURN(SearchSpace space, make_search_space(knobs, opts.knob_globs));
+  if (opts.fixed.values.count("threads") && opts.fixed.values.at("threads") != threads)
+    return invalid_argument("--route sets threads=" + opts.fixed.values.at("threads") + ", --threads " + threads);
+  if (Status st = builder::validate_route(opts.fixed, knobs); !st.is_ok())
+    return invalid_argument("--route: " + st.message());
+  TAC_ASSIGN_OR_RETURN(SearchSpace space, make_search_space(knobs, opts.knob_globs, opts.fixed));
   sum.dimensions = space.dims.size();
   sum.space_size = space.size();
   TAC_ASSIGN_OR_RETURN(auto strategy, make_strategy(opts.strategy, space, opts.seed));

@@ -31,6 +31,9 @@ struct TuneOptions {
   std::string out_dir;          // best.plan, best.route, summary.json ("" = none)
   uint64_t seed = 0;
   std::vector<std::string> knob_globs;  // only knobs matching one of these (fnmatch); empty = all
+  // Settings every candidate keeps (--route, e.g. "precision.default=fp16"): their knobs are not
+  // searched, and the default route of the comparison is this route.
+  builder::Route fixed;
   std::map<std::string, int64_t> dims;
   size_t batch = 4;             // points asked from the strategy at a time
   EvalLimits limits;
@@ -63,8 +66,10 @@ struct TuneSummary {
 // The search space of a knob space: one dimension per global knob with more than one value
 // (threads excluded: it is fixed by the caller), and per-node tactic knobs grouped by their
 // signature (Knob::group), values common to the group. Only knobs matching `globs` (fnmatch,
-// empty = all) take part; a glob matching nothing is an error naming it.
-Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs);
+// empty = all) take part; a glob matching nothing is an error naming it. Knobs `fixed` sets are
+// not searched: they are the space's base.
+Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs,
+                                      const builder::Route& fixed = {});
 
 // The refinement space around `incumbent` (a route of `grouped`'s knobs): for the (at most
 // `max_groups`) node groups of `grouped` that carry the most time by `node_ms` (ms per node

@@ -50,6 +50,13 @@ TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
   EXPECT_FALSE(make_search_space(ks, {"nosuch.*"}).is_ok());
   builder::Route r = route_of(*all, {1, 2, 0});
   EXPECT_EQ(r.to_string(), "memory.planner=b tactic.c1=y tactic.c2=y");
+  // Fixed settings (tune --route) are not searched; every route of the space carries them.
+  auto fixed = make_search_space(ks, {}, builder::Route::parse("memory.planner=c threads=2").value());
+  ASSERT_TRUE(fixed.is_ok());
+  ASSERT_EQ(fixed->dims.size(), 2u);
+  EXPECT_EQ(fixed->dims[0].knobs, (std::vector<std::string>{"tactic.c1", "tactic.c2"}));
+  EXPECT_EQ(route_of(*fixed, {0, 0}).to_string(), "memory.planner=c");
+  EXPECT_EQ(route_of(*fixed, {2, 1}).to_string(), "memory.planner=c tactic.c1=y tactic.c2=y tactic.c3=x");
 }
 
 TEST(TuneSpace, RefinesTheGroupsCarryingTheMostTimePerNode) {
@@ -144,6 +151,33 @@ TEST(Tune, EvaluatesRecordsAndResumes) {
   EXPECT_EQ(recs2->size(), 6u + static_cast<size_t>(second->candidates));
   for (size_t i = 0; i < recs->size(); ++i)
     for (size_t j = recs->size(); j < recs2->size(); ++j) EXPECT_NE((*recs)[i].route, (*recs2)[j].route);
+  // With fixed settings (tune --route) every candidate keeps them, the default compared against
+  // is that route, and of the earlier run's routes only those with exactly that setting besides
+  // tactics are points of the new search (resumed).
+  int fits = 0;
+  for (const CandidateRecord& rec : *recs2) {
+    auto rr = builder::Route::parse(rec.route);
+    ASSERT_TRUE(rr.is_ok());
+    bool ok = rr->values.count("memory.planner") && rr->values.at("memory.planner") == "no_reuse";
+    for (const auto& [k, v] : rr->values) ok &= k == "memory.planner" || k == "threads" || k.rfind("tactic.", 0) == 0;
+    fits += ok;
+  }
+  TuneOptions f = o;
+  f.fixed = builder::Route::parse("memory.planner=no_reuse").value();
+  f.knob_globs = {"tactic.*"};
+  f.max_candidates = 3;
+  auto with_fixed = tune(f, {});
+  ASSERT_TRUE(with_fixed.is_ok()) << with_fixed.status().to_string();
+  EXPECT_EQ(with_fixed->resumed, fits);
+  EXPECT_NE(with_fixed->best_route.find("memory.planner=no_reuse"), std::string::npos) << with_fixed->best_route;
+  auto recs3 = (*db)->everything();
+  ASSERT_TRUE(recs3.is_ok());
+  for (size_t j = recs2->size(); j < recs3->size(); ++j)
+    EXPECT_NE((*recs3)[j].route.find("memory.planner=no_reuse"), std::string::npos) << (*recs3)[j].route;
+  f.fixed = builder::Route::parse("memory.planner=nosuch").value();
+  auto bad = tune(f, {});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().to_string().find("memory.planner"), std::string::npos) << bad.status().to_string();
   // A budget shorter than evaluating the default route is an error saying so.
   o.budget_s = 0.01;
   o.db_path = (dir / "t2.db").string();
