@@ -32,9 +32,12 @@ def fmt(v, nd=3):
 def main():
     out = sys.argv[1]
     tac, torch_rows = load(os.path.join(out, 'tactician.jsonl')), load(os.path.join(out, 'torch.jsonl'))
-    t = {}
+    t, tune_s = {}, {}
     for r in tac:
         res = r.get('result', {})
+        if r.get('config') == 'fp16-tuned-search':
+            tune_s[(r['model'], r['batch'])] = (r.get('tune_s'), res.get('candidates'))
+            continue
         t[(r['model'], r['batch'], r.get('config'))] = res.get('median_ms')
     p, flops, ceil = {}, {}, None
     for r in torch_rows:
@@ -53,15 +56,19 @@ def main():
         mb = (k[0], k[1])
         if mb not in keys:
             keys.append(mb)
-    print('| model | batch | GFLOP | Tactician fp32 | Tactician fp16 | fp16, graphs off | fp16, cold L2 | Tactician bf16 | eager | compile | '
-          'max-autotune | eager / Tac | compile / Tac | max-autotune / Tac | Tac TFLOP/s |')
-    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    print('| model | batch | GFLOP | Tactician fp32 | Tactician fp16 | fp16, graphs off | fp16, cold L2 | Tactician bf16 | '
+          'fp16 tuned (tuning s, candidates) | eager | compile | max-autotune | eager / Tac | compile / Tac | max-autotune / Tac | '
+          'max-autotune / tuned | Tac TFLOP/s |')
+    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
     ratios = {'eager': [], 'compile': [], 'max-autotune': [], 'eager_b1': []}
     for m, b in keys:
         tf = t.get((m, b, 'fp16'))
         f = flops.get((m, b))
         cells = [m, str(b), fmt(f / 1e9 if f else None, 1), fmt(t.get((m, b, 'fp32'))), fmt(tf), fmt(t.get((m, b, 'fp16-nographs'))),
                  fmt(t.get((m, b, 'fp16-cold'))), fmt(t.get((m, b, 'bf16')))]
+        tu = t.get((m, b, 'fp16-tuned'))
+        ts, nc = tune_s.get((m, b), (None, None))
+        cells.append(fmt(tu) + (f' ({ts:.0f} s, {nc})' if ts is not None else ''))
         for mode in ('eager', 'compile', 'max-autotune'):
             v = p.get((m, b, mode))
             s = fmt(v)
@@ -76,6 +83,11 @@ def main():
                 if mode == 'eager' and b == 1:
                     ratios['eager_b1'].append(r)
             cells.append(fmt(r, 2))
+        ma = p.get((m, b, 'max-autotune'))
+        r = ma / tu if ma and tu else None
+        if r:
+            ratios.setdefault('max-autotune (tuned)', []).append(r)
+        cells.append(fmt(r, 2))
         cells.append(fmt(f / tf / 1e9 if f and tf else None, 1))
         print('| ' + ' | '.join(cells) + ' |')
     print()
@@ -84,7 +96,8 @@ def main():
             print(f'{m} batch {b}: PyTorch fp16 eager output has {v} inf/NaN values (fp16 range)')
     for k, v in ratios.items():
         if v:
-            print(f'geomean {k} / Tactician fp16: {math.exp(sum(map(math.log, v)) / len(v)):.2f} over {len(v)}')
+            label = 'max-autotune / Tactician fp16 tuned' if k == 'max-autotune (tuned)' else f'{k} / Tactician fp16'
+            print(f'geomean {label}: {math.exp(sum(map(math.log, v)) / len(v)):.2f} over {len(v)}')
     if ceil:
         print(f'ceilings ({ceil.get("device")}, torch {ceil.get("torch")}): copy {ceil["copy_GBps"]} GB/s (read + write), '
               f'fp16 matmul 8192^3 {ceil["fp16_matmul_TFLOPs"]} TFLOP/s')

@@ -7,8 +7,10 @@
 #
 #   bench/run_cuda.sh PKG_DIR OUT [--models "resnet50:1 resnet50:32 mobilenet_v2:1 bert-base:1 bert-base:8"]
 #                     [--modes eager,compile[,max-autotune]] [--skip-torch] [--skip-tactician] [--models-dir D]
-#   env: TAC_CONFIGS="fp32 fp16 fp16-nographs fp16-cold bf16" (which Tactician runs), LOW="fp16 bf16" (checks),
-#        BENCH_SECONDS (per Tactician timing, default 1), TORCH_LIMIT (seconds per torch mode)
+#   env: TAC_CONFIGS="fp32 fp16 fp16-nographs fp16-cold bf16 fp16-tuned" (which Tactician runs), LOW="fp16 bf16"
+#        (checks), BENCH_SECONDS (per Tactician timing, default 1), TORCH_LIMIT (seconds per torch mode),
+#        TUNE_BUDGET (fp16-tuned: `tactician tune --route precision.default=fp16 --budget B`, default 2m),
+#        TUNE_TOL (its tolerance against the fp32 reference interpreter, default "cos>=0.999")
 #
 # PKG_DIR: an unpacked scripts/pack_gpu.sh archive. The ONNX models are exported here with this
 # machine's torch (bench/cuda_torch.py --export; 100-400 MB each, too large to carry). Budget on an
@@ -65,15 +67,38 @@ if [ $skip_tac = 0 ]; then
         echo "check $name $p: rc=$?" >> "$out/tactician.log"
       done
     fi
+    # fp16-tuned: a tune with precision.default=fp16 fixed (the rest searched; candidates checked
+    # against the fp32 reference interpreter on seeded random inputs of this batch), its best.route.
+    tuned_route=""
+    if [[ " $configs " == *" fp16-tuned "* ]]; then
+      td=/tmp/tune-$name-$batch
+      t0=$(date +%s.%N)
+      timeout 900 tactician tune "$m/model.onnx" --backend cuda --route "precision.default=fp16" --dim batch=$batch \
+        --budget "${TUNE_BUDGET:-2m}" --tolerance "${TUNE_TOL:-cos>=0.999}" --db "$td/tune.db" --out "$td" --quiet --json \
+        > "$td.log" 2>&1
+      rc=$? t1=$(date +%s.%N)
+      echo "===== $name b$batch tune (rc=$rc)" >> "$out/tactician.log"; cat "$td.log" >> "$out/tactician.log"
+      python3 - "$td" >> "$out/tactician.log" 2>&1 <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1] + '/tune.db')
+for r in c.execute("select status, substr(reason, 1, 200), count(*) from candidates where status != 'ok' group by 1, 2"):
+    print('tune not ok:', r)
+PY
+      summ=$(tail -1 "$td.log"); case "$summ" in \{*) ;; *) summ="{}" ;; esac
+      echo "{\"model\": \"$name\", \"batch\": $batch, \"config\": \"fp16-tuned-search\", \"tune_s\": $(python3 -c "print(round($t1 - $t0, 1))"), \"result\": $summ}" >> "$out/tactician.jsonl"
+      [ -f "$td/best.route" ] && tuned_route=$(grep -v '^#' "$td/best.route" | tr '\n' ' ')
+    fi
     # One plan per route (BERT-base builds take seconds); the cold-L2 run reuses the fp16 plan.
-    for run in "fp32|" "fp16|precision.default=fp16" "fp16-nographs|precision.default=fp16 cuda.graphs=off" "bf16|precision.default=bf16"; do
+    for run in "fp32|" "fp16|precision.default=fp16" "fp16-nographs|precision.default=fp16 cuda.graphs=off" "bf16|precision.default=bf16" \
+               "fp16-tuned|$tuned_route"; do
       IFS='|' read -r label route <<< "$run"
       [[ " $configs " == *" $label "* ]] || continue
+      [ $label = fp16-tuned ] && [ -z "$tuned_route" ] && continue
       echo "===== $name b$batch build $label [$route]" >> "$out/tactician.log"
       timeout 300 tactician build "$m/model.onnx" --backend cuda --route "$route" --dim batch=$batch -o "/tmp/$name-$batch-$label.plan" \
         >> "$out/tactician.log" 2>&1 || echo "build $name b$batch $label failed" >> "$out/tactician.log"
     done
-    for run in "fp32|fp32|" "fp16|fp16|" "fp16-nographs|fp16-nographs|" "fp16-cold|fp16|--l2-flush" "bf16|bf16|"; do
+    for run in "fp32|fp32|" "fp16|fp16|" "fp16-tuned|fp16-tuned|" "fp16-nographs|fp16-nographs|" "fp16-cold|fp16|--l2-flush" "bf16|bf16|"; do
       IFS='|' read -r label plan flag <<< "$run"
       [[ " $configs " == *" $label "* ]] || continue
       r=$(timeout 120 tactician bench "/tmp/$name-$batch-$plan.plan" --min-seconds ${BENCH_SECONDS:-1} --warmup 10 $flag --json \

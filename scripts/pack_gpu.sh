@@ -42,6 +42,6 @@ ENV
 git rev-parse HEAD > "$pkg/COMMIT" 2>/dev/null || true
 git status --short --untracked-files=no | sed 's/^/dirty: /' >> "$pkg/COMMIT" || true
 mkdir -p "$out"
-XZ_OPT=-T2 tar -C "$stage" -cJf "$out/tactician-gpu.tar.xz" tactician-gpu
+XZ_OPT=${XZ_OPT:--T2} tar -C "$stage" -cJf "$out/tactician-gpu.tar.xz" tactician-gpu
 rm -rf "$stage"
 ls -l "$out/tactician-gpu.tar.xz"
