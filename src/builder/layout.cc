@@ -195,7 +195,8 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
   }
   if (!any) return Status::ok();
 
-  // Assign; a default-layout convolution that costs a reformat on both sides goes back to nchw.
+  // Assign; a default-layout convolution that enters the layout while no convolution after it
+  // reads it goes back to nchw.
   const std::vector<std::vector<int>> users = g.consumers();
   std::vector<bool> graph_output(g.values.size(), false);
   for (int v : g.outputs) graph_output[static_cast<size_t>(v)] = true;
@@ -218,7 +219,7 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
       if (enters && !reaches_conv_in_layout(g, users, a, target, n)) {
         target[i] = Layout::nchw;
         changed = true;
-        report->log.push_back("layout: " + n.name + " stays nchw (a reformat on both sides)");
+        report->log.push_back("layout: " + n.name + " stays nchw (it enters the layout and no convolution after it reads it)");
       }
     }
     if (!changed) break;

@@ -41,61 +41,71 @@ tag dnnl_tag(ir::Layout l) {
 // winograd: the Winograd algorithm, formats its choice whatever the step's layout.
 enum class Mode { choose, plain, winograd };
 
+dnnl::memory::dims weight_dims(const ConvGeom& g) {
+  return g.G > 1 ? dnnl::memory::dims{g.G, g.Mg(), g.Cg(), g.KH, g.KW} : dnnl::memory::dims{g.M, g.C, g.KH, g.KW};
+}
+tag weight_tag(const ConvGeom& g) { return g.G > 1 ? tag::goihw : tag::oihw; }
+
+// The primitive for `g` in `mode` with the step's activation layouts; throws dnnl::error when
+// oneDNN has none (onednn_winograd's applies asks this way).
+dnnl::convolution_forward::primitive_desc conv_pd(const ConvGeom& g, Mode mode, ir::Layout src_layout,
+                                                  ir::Layout dst_layout) {
+  const bool plain = mode == Mode::plain, any = mode == Mode::winograd;
+  const dnnl::memory::dims src_d{g.N, g.C, g.H, g.W}, dst_d{g.N, g.M, g.OH, g.OW};
+  const tag src_tag = dnnl_tag(src_layout), dst_tag = dnnl_tag(dst_layout);
+  // nchw: oneDNN's choice (reordered by the kernel) unless `plain`; other layouts: exactly that
+  // one, but for Winograd, which takes its own formats only.
+  const dnnl::memory::desc src_md(src_d, dt::f32,
+                                  plain ? tag::nchw : src_layout != ir::Layout::nchw && !any ? src_tag : tag::any);
+  const dnnl::memory::desc dst_md(dst_d, dt::f32,
+                                  plain ? tag::nchw : dst_layout != ir::Layout::nchw && !any ? dst_tag : tag::any);
+  const dnnl::memory::desc w_md(weight_dims(g), dt::f32, plain ? weight_tag(g) : tag::any);
+  const dnnl::memory::desc b_md({g.M}, dt::f32, tag::x);
+  dnnl::post_ops po;
+  if (g.has_res) po.append_sum(1.0f);
+  const float a = g.ep.alpha, b = g.ep.beta;
+  using alg = dnnl::algorithm;
+  switch (g.ep.act) {
+    case ir::Epilogue::Act::none: break;
+    case ir::Epilogue::Act::relu: po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
+    case ir::Epilogue::Act::leaky_relu: po.append_eltwise(1.0f, alg::eltwise_relu, a, 0.0f); break;
+    case ir::Epilogue::Act::clip: po.append_eltwise(1.0f, alg::eltwise_clip, a, b); break;
+    case ir::Epilogue::Act::sigmoid: po.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
+    case ir::Epilogue::Act::tanh: po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
+    case ir::Epilogue::Act::gelu: po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f); break;
+    case ir::Epilogue::Act::silu: po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f); break;
+    case ir::Epilogue::Act::hard_sigmoid:  // no hardsigmoid in 2.6: linear then clip to [0, 1]
+      po.append_eltwise(1.0f, alg::eltwise_linear, a, b);
+      po.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
+      break;
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::memory::dims strides{g.SH, g.SW}, dil{g.DH - 1, g.DW - 1}, pl{g.PT, g.PL}, pr{g.PB, g.PR};
+  const alg a_conv = any ? alg::convolution_winograd : alg::convolution_direct;
+  auto desc = g.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, a_conv, src_md, w_md,
+                                                           b_md, dst_md, strides, dil, pl, pr)
+                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, a_conv, src_md, w_md,
+                                                           dst_md, strides, dil, pl, pr);
+  return dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
+}
+
 class OnednnKernel final : public Kernel {
  public:
-  OnednnKernel(const ConvGeom& g, const Tensor* w, Mode mode, ir::Layout src_layout, ir::Layout dst_layout)
+  OnednnKernel(const ConvGeom& g, const Tensor& w, Mode mode, ir::Layout src_layout, ir::Layout dst_layout)
       : g_(g), stream_(cpu_engine()) {
-    const bool plain = mode == Mode::plain, any = mode == Mode::winograd;
     ScopedOmpThreads scope(g.threads);
     auto& eng = cpu_engine();
-    const dnnl::memory::dims src_d{g.N, g.C, g.H, g.W}, dst_d{g.N, g.M, g.OH, g.OW};
-    const dnnl::memory::dims w_d = g.G > 1 ? dnnl::memory::dims{g.G, g.Mg(), g.Cg(), g.KH, g.KW}
-                                           : dnnl::memory::dims{g.M, g.C, g.KH, g.KW};
-    const tag w_tag = g.G > 1 ? tag::goihw : tag::oihw;
-    const tag src_tag = dnnl_tag(src_layout), dst_tag = dnnl_tag(dst_layout);
-    user_src_md_ = dnnl::memory::desc(src_d, dt::f32, src_tag);
-    user_dst_md_ = dnnl::memory::desc(dst_d, dt::f32, dst_tag);
-    const dnnl::memory::desc user_w_md(w_d, dt::f32, w_tag);
-    // nchw: oneDNN's choice (reordered here) unless `plain`; other layouts: exactly that one.
-    const dnnl::memory::desc src_md(src_d, dt::f32,
-                                    plain ? tag::nchw : src_layout != ir::Layout::nchw && !any ? src_tag : tag::any);
-    const dnnl::memory::desc dst_md(dst_d, dt::f32,
-                                    plain ? tag::nchw : dst_layout != ir::Layout::nchw && !any ? dst_tag : tag::any);
-    const dnnl::memory::desc w_md(w_d, dt::f32, plain ? w_tag : tag::any);
+    user_src_md_ = dnnl::memory::desc({g.N, g.C, g.H, g.W}, dt::f32, dnnl_tag(src_layout));
+    user_dst_md_ = dnnl::memory::desc({g.N, g.M, g.OH, g.OW}, dt::f32, dnnl_tag(dst_layout));
+    const dnnl::memory::desc user_w_md(weight_dims(g), dt::f32, weight_tag(g));
     const dnnl::memory::desc b_md({g.M}, dt::f32, tag::x);
-    dnnl::post_ops po;
-    if (g.has_res) po.append_sum(1.0f);
-    const float a = g.ep.alpha, b = g.ep.beta;
-    using alg = dnnl::algorithm;
-    switch (g.ep.act) {
-      case ir::Epilogue::Act::none: break;
-      case ir::Epilogue::Act::relu: po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
-      case ir::Epilogue::Act::leaky_relu: po.append_eltwise(1.0f, alg::eltwise_relu, a, 0.0f); break;
-      case ir::Epilogue::Act::clip: po.append_eltwise(1.0f, alg::eltwise_clip, a, b); break;
-      case ir::Epilogue::Act::sigmoid: po.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
-      case ir::Epilogue::Act::tanh: po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
-      case ir::Epilogue::Act::gelu: po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f); break;
-      case ir::Epilogue::Act::silu: po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f); break;
-      case ir::Epilogue::Act::hard_sigmoid:  // no hardsigmoid in 2.6: linear then clip to [0, 1]
-        po.append_eltwise(1.0f, alg::eltwise_linear, a, b);
-        po.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
-        break;
-    }
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(po);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::memory::dims strides{g.SH, g.SW}, dil{g.DH - 1, g.DW - 1}, pl{g.PT, g.PL}, pr{g.PB, g.PR};
-    const alg a_conv = any ? alg::convolution_winograd : alg::convolution_direct;
-    auto desc = g.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, a_conv, src_md, w_md,
-                                                             b_md, dst_md, strides, dil, pl, pr)
-                           : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, a_conv, src_md, w_md,
-                                                             dst_md, strides, dil, pl, pr);
-    pd_ = dnnl::convolution_forward::primitive_desc(desc, attr, eng);
-    if (!w) return;  // asked whether oneDNN has this convolution (applies)
+    pd_ = conv_pd(g, mode, src_layout, dst_layout);
     conv_ = dnnl::convolution_forward(pd_);
     // Weights: reordered once into the primitive's format.
     weights_ = dnnl::memory(pd_.weights_desc(), eng);
-    dnnl::memory user_w(user_w_md, eng, const_cast<float*>(w->data<float>()));
+    dnnl::memory user_w(user_w_md, eng, const_cast<float*>(w.data<float>()));
     dnnl::reorder(user_w, weights_).execute(stream_, user_w, weights_);
     stream_.wait();
     reorder_src_ = pd_.src_desc() != user_src_md_;
@@ -177,10 +187,19 @@ Result<std::unique_ptr<Kernel>> onednn_prepare_impl(const StepDesc& step, Mode m
   auto g = conv_geom(step);
   if (!g) return g.status();
   try {
-    return std::unique_ptr<Kernel>(new OnednnKernel(*g, step.constants[1], mode, step.in_layout(0), step.out_layout(0)));
+    return std::unique_ptr<Kernel>(new OnednnKernel(*g, *step.constants[1], mode, step.in_layout(0), step.out_layout(0)));
   } catch (const dnnl::error& e) {
     return not_applicable(std::string("oneDNN has no convolution for this step: ") + e.what());
   }
+}
+
+// Bytes the step's own reorders move: src in and out of the primitive's format, dst (and the
+// residual it starts from) likewise, for the activations whose layout `reordered` says it converts.
+template <class Reordered>
+double reorder_bytes(const StepDesc& s, const ConvGeom& g, Reordered reordered) {
+  return 4.0 * 2 * g.N *
+         ((reordered(s.in_layout(0)) ? g.C * g.hw() : 0) +
+          (reordered(s.out_layout(0)) ? g.M * g.ohw() * (g.has_res ? 2 : 1) : 0));
 }
 
 }  // namespace
@@ -195,10 +214,8 @@ double onednn_cost(const StepDesc& s) {
   // Measured at 1 thread: 0.6-0.65 of peak on ResNet-18's 3x3 layers, ~0.65 on the 7x7 first layer.
   const double eff = g->Cg() >= 16 && g->Mg() >= 16 ? 0.62 : g->Cg() >= 3 ? 0.6 : 0.05;
   // Activations in a layout of the layout rewrite are read and written as they are.
-  const double reorders = 4.0 * 2 * g->N *
-                          ((s.in_layout(0) == ir::Layout::nchw ? g->C * g->hw() : 0) +
-                           (s.out_layout(0) == ir::Layout::nchw ? g->M * g->ohw() * (g->has_res ? 2 : 1) : 0));
-  return cost_ns(g->flops(), eff, g->io_bytes() + reorders, g->threads);
+  auto reordered = [](ir::Layout l) { return l == ir::Layout::nchw; };
+  return cost_ns(g->flops(), eff, g->io_bytes() + reorder_bytes(s, *g, reordered), g->threads);
 }
 Result<std::unique_ptr<Kernel>> onednn_prepare(const StepDesc& s) { return onednn_prepare_impl(s, Mode::choose); }
 
@@ -224,7 +241,7 @@ Status onednn_winograd_applies(const StepDesc& s) {
   if (g->KH != 3 || g->KW != 3 || g->SH != 1 || g->SW != 1 || g->DH != 1 || g->DW != 1 || g->G != 1)
     return not_applicable("Winograd: 3x3 stride 1, no dilation, one group");
   try {
-    OnednnKernel probe(*g, nullptr, Mode::winograd, s.in_layout(0), s.out_layout(0));
+    conv_pd(*g, Mode::winograd, s.in_layout(0), s.out_layout(0));
   } catch (const dnnl::error& e) {
     return not_applicable(std::string("oneDNN has no Winograd convolution for this step: ") + e.what());
   }
@@ -233,11 +250,8 @@ Status onednn_winograd_applies(const StepDesc& s) {
 double onednn_winograd_cost(const StepDesc& s) {
   auto g = conv_geom(s);
   if (!g) return 1e30;
-  auto moved = [&](ir::Layout l) { return l == ir::Layout::nchw16c ? 0.0 : 1.0; };  // its own format: no reorder
-  const double reorders = 4.0 * 2 * g->N *
-                          (moved(s.in_layout(0)) * g->C * g->hw() +
-                           moved(s.out_layout(0)) * g->M * g->ohw() * (g->has_res ? 2 : 1));
-  return cost_ns(g->flops(), 0.62, g->io_bytes() + reorders, g->threads);
+  auto reordered = [](ir::Layout l) { return l != ir::Layout::nchw16c; };  // its own format: no reorder
+  return cost_ns(g->flops(), 0.62, g->io_bytes() + reorder_bytes(s, *g, reordered), g->threads);
 }
 Result<std::unique_ptr<Kernel>> onednn_winograd_prepare(const StepDesc& s) {
   return onednn_prepare_impl(s, Mode::winograd);
