@@ -89,6 +89,9 @@ int run_evaluate_command(int argc, char** argv) {
   auto engine = runtime::Engine::create(std::move(plan).value());
   if (!engine) return child_fail("build_failed", engine.status().to_string());
   report("build_ms", std::to_string(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+  // "tactic <tactic> <node>": tactic names hold no spaces, node names run to the end of the line.
+  for (const builder::TacticRanking& rk : (*engine)->plan().report.rankings)
+    std::printf("tactic %s %s\n", rk.chosen.c_str(), rk.node.c_str());
   if (!req.save_plan.empty()) {
     Status st = builder::save_plan((*engine)->plan(), req.save_plan);
     if (!st) return child_fail("build_failed", st.to_string());
@@ -253,7 +256,10 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     else if (k == "p90_ms") r.p90_ms = std::strtod(v.c_str(), nullptr);
     else if (k == "cv") r.cv = std::strtod(v.c_str(), nullptr);
     else if (k == "runs") r.runs = std::atoi(v.c_str());
-    else if (k == "node_ms") {
+    else if (k == "tactic") {
+      auto sp2 = v.find(' ');
+      if (sp2 != std::string::npos) r.tactics[v.substr(sp2 + 1)] = v.substr(0, sp2);
+    } else if (k == "node_ms") {
       auto sp2 = v.find(' ');
       if (sp2 != std::string::npos) r.node_ms[v.substr(sp2 + 1)] = std::strtod(v.c_str(), nullptr);
     }

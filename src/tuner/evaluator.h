@@ -41,6 +41,7 @@ struct EvalResult {
   int runs = 0;
   double wall_s = 0;  // the child's whole life
   std::map<std::string, double> node_ms;  // with `profile`: median ms per node (steps of one node summed)
+  std::map<std::string, std::string> tactics;  // the tactic the build chose for each node (once built)
 };
 
 struct EvalLimits {

@@ -172,6 +172,40 @@ Result<SearchSpace> make_refine_space(const SearchSpace& grouped, const builder:
   return out;
 }
 
+IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& knobs, const builder::Route& fixed,
+                           const std::map<std::string, std::string>& default_tactics,
+                           const std::map<std::string, std::string>& isolated_tactics) {
+  IsolatedSeed seed;
+  seed.exact = fixed;
+  for (const auto& [node, tactic] : isolated_tactics) {
+    const std::string name = "tactic." + node;
+    const builder::Knob* k = knobs.find(name);
+    auto def = default_tactics.find(node);
+    if (!k || fixed.values.count(name) || (def != default_tactics.end() && def->second == tactic) ||
+        std::find(k->values.begin(), k->values.end(), tactic) == k->values.end())
+      continue;
+    seed.exact.values[name] = tactic;
+    ++seed.pinned;
+  }
+  seed.grouped = default_point(space);
+  for (size_t d = 0; d < space.dims.size(); ++d) {
+    const Dimension& dim = space.dims[d];
+    const std::string& def_value = dim.values[static_cast<size_t>(dim.default_index)];
+    std::map<std::string, int> votes;
+    for (const std::string& k : dim.knobs) {
+      if (k.rfind("tactic.", 0) != 0) continue;
+      auto it = seed.exact.values.find(k);
+      ++votes[it == seed.exact.values.end() || fixed.values.count(k) ? def_value : it->second];
+    }
+    std::string best = def_value;
+    for (const auto& [v, n] : votes)
+      if (n > (votes.count(best) ? votes.at(best) : 0)) best = v;
+    auto pos = std::find(dim.values.begin(), dim.values.end(), best);
+    if (pos != dim.values.end()) seed.grouped[d] = static_cast<int>(pos - dim.values.begin());
+  }
+  return seed;
+}
+
 std::string TuneSummary::to_json() const {
   return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " +
          fmt(speedup, 4) + ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
@@ -349,17 +383,12 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     ++sum.resumed;
   }
 
-  // Evaluates the point `p` of `sp` unless the database has its route; records it, and adds it to
-  // `hist` (the history of the strategy searching `sp`); returns the record.
-  auto evaluate = [&](const SearchSpace& sp, History& hist, const Point& p,
-                      const std::string& who) -> Result<CandidateRecord> {
-    // Keyed by the active route: points differing only in inactive settings (a tactic pinned on
-    // a node another knob lowers to bf16) build the same engine and are evaluated once.
-    const std::string text = with_threads(builder::active_route(route_of(sp, p), knobs));
-    if (auto it = by_route.find(text); it != by_route.end()) {
-      if (!hist.contains(p)) hist.trials.push_back({p, it->second.status == "ok" ? it->second.median_ms : INFINITY});
-      return it->second;
-    }
+  // Evaluates a route unless the database has it (keyed by the active route: routes differing
+  // only in inactive settings, such as a tactic pinned on a node another knob lowers to bf16,
+  // build the same engine and are evaluated once); records it and returns the record.
+  auto evaluate_route = [&](const builder::Route& route, const std::string& who) -> Result<CandidateRecord> {
+    const std::string text = with_threads(builder::active_route(route, knobs));
+    if (auto it = by_route.find(text); it != by_route.end()) return it->second;
     EvalResult r = evaluate_in_child(request(text, opts.cheap_seconds), opts.limits);
     CandidateRecord rec;
     rec.model_hash = model.hash;
@@ -386,7 +415,13 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     sum.build_s += r.build_ms / 1e3;
     if (r.status == "rejected") ++sum.rejected;
     else if (r.status != "ok") ++sum.failed;
-    hist.trials.push_back({p, r.status == "ok" ? r.median_ms : INFINITY});
+    return rec;
+  };
+  // Evaluates the point `p` of `sp` and adds it to `hist` (the history of the strategy searching `sp`).
+  auto evaluate = [&](const SearchSpace& sp, History& hist, const Point& p,
+                      const std::string& who) -> Result<CandidateRecord> {
+    TAC_ASSIGN_OR_RETURN(CandidateRecord rec, evaluate_route(route_of(sp, p), who));
+    if (!hist.contains(p)) hist.trials.push_back({p, rec.status == "ok" ? rec.median_ms : INFINITY});
     return rec;
   };
 
@@ -555,6 +590,37 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return Status::ok();
   };
 
+  // The isolated-selection seed: the tactics a profiling builder picks by timing each alone,
+  // judged here as a whole engine (exact per-node pins, and the nearest grouped point, which the
+  // strategy then learns from). A failure of the seed's builds only skips it.
+  if (opts.seed_isolated && searching.count(opts.strategy) && budget_left().empty()) {
+    auto chosen = [&](const builder::Route& r) {
+      EvalRequest rq = request(with_threads(r), 0);
+      rq.check = rq.measure = false;
+      return evaluate_in_child(rq, opts.limits);
+    };
+    builder::Route iso = space.base;
+    iso.values["builder.selection"] = "isolated";
+    EvalResult d = chosen(space.base), i = chosen(iso);
+    if (d.status != "ok" || i.status != "ok") {
+      line("isolated-selection seed skipped: " + (d.status != "ok" ? d.reason : i.reason));
+    } else {
+      const IsolatedSeed seed = isolated_seed(space, knobs, space.base, d.tactics, i.tactics);
+      line("isolated selection differs from the default on " + std::to_string(seed.pinned) + " nodes");
+      if (seed.pinned > 0) {
+        TAC_ASSIGN_OR_RETURN(CandidateRecord exact, evaluate_route(seed.exact, "isolated"));
+        add_entry(exact);
+        TAC_ASSIGN_OR_RETURN(CandidateRecord grouped, evaluate(space, history, seed.grouped, "isolated/grouped"));
+        add_entry(grouped);
+        while (elapsed() < opts.budget_s)
+          if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
+          else break;
+        line("isolated seed: exact " + exact.status + " " + fmt(exact.median_ms) + " ms, grouped " + grouped.status +
+             " " + fmt(grouped.median_ms) + " ms");
+      }
+    }
+  }
+
   while (true) {
     if (std::string why = budget_left(); !why.empty()) {
       sum.stop_reason = why;
@@ -586,7 +652,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   while (elapsed() < opts.budget_s)
     if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
     else break;
-  const CandidateRecord best_rec = entries[incumbent].rec;
+  CandidateRecord best_rec = entries[incumbent].rec;
 
   // Final comparison, interleaved A/B/A/B, careful measurements. When nothing beat the default,
   // the default is timed alone: comparing it with itself would only report the noise as a speed-up.
@@ -612,6 +678,14 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   sum.speedup = sum.best_ms > 0 ? sum.default_ms / sum.best_ms : 1;
   sum.speedup_low = ratios.empty() ? sum.speedup : *std::min_element(ratios.begin(), ratios.end());
   sum.speedup_high = ratios.empty() ? sum.speedup : *std::max_element(ratios.begin(), ratios.end());
+  // The final word is the interleaved comparison: a winner that does not beat the default there
+  // (median round ratio below 1) won its acceptance tests on noise, and the default is the answer.
+  if (!same && !ratios.empty() && median(ratios) < 1) {
+    line("the final comparison did not confirm the best (" + fmt(median(ratios)) + "x the default): keeping the default");
+    best_rec = def;
+    sum.best_ms = sum.default_ms;
+    sum.speedup = sum.speedup_low = sum.speedup_high = 1;
+  }
   sum.best_route = best_rec.route;
   sum.best_metrics_json = best_rec.metrics_json.empty() ? "[]" : best_rec.metrics_json;
 

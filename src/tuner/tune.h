@@ -47,6 +47,11 @@ struct TuneOptions {
   bool refine = true;
   double refine_after = 0.5;
   size_t refine_groups = 4;
+  // Seed (random, coordinate, evolution and tpe only): right after the default, the engine a
+  // classic profiling builder would pick (every tactic timed alone on its layer,
+  // builder.selection=isolated) is evaluated as a whole engine, as exact per-node pins and as the
+  // nearest point of the grouped space, so the search starts from the better of the two answers.
+  bool seed_isolated = true;
 };
 
 struct TuneSummary {
@@ -78,6 +83,19 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
 Result<SearchSpace> make_refine_space(const SearchSpace& grouped, const builder::KnobSpace& knobs,
                                      const builder::Route& incumbent, const std::map<std::string, double>& node_ms,
                                      size_t max_groups);
+
+// The isolated-selection seed: `exact` pins tactic.<node> to what isolated timing chose wherever
+// that differs from the default build's choice (`fixed` kept); `grouped` is the point of `space`
+// nearest to it: each tactic dimension takes the value most of its nodes have in `exact` (their
+// default where not pinned; ties keep the default), every other dimension its default.
+struct IsolatedSeed {
+  builder::Route exact;
+  Point grouped;
+  size_t pinned = 0;  // nodes whose isolated choice differs from the default build's
+};
+IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& knobs, const builder::Route& fixed,
+                           const std::map<std::string, std::string>& default_tactics,
+                           const std::map<std::string, std::string>& isolated_tactics);
 
 // Durations: "90s", "10m", "1h", "1h30m", "45" (seconds). Errors name the text.
 Result<double> parse_duration(const std::string& text);

@@ -98,6 +98,41 @@ TEST(TuneSpace, RefinesTheGroupsCarryingTheMostTimePerNode) {
   EXPECT_TRUE(none->dims.empty());
 }
 
+TEST(TuneSpace, IsolatedSeedPinsWhatDiffersAndVotesPerGroup) {
+  builder::KnobSpace ks;
+  ks.add({"threads", {"1", "2"}, "2", "", builder::KnobScope::global});
+  ks.add({"memory.planner", {"a", "b"}, "a", "", builder::KnobScope::global});
+  ks.add({"tactic.c1", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.c2", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.c3", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.m1", {"auto", "p", "q"}, "auto", "", builder::KnobScope::node, "MatMul(sig3)"});
+  ks.add({"tactic.m2", {"auto", "p", "q"}, "auto", "", builder::KnobScope::node, "MatMul(sig3)"});
+  auto space = make_search_space(ks, {});
+  ASSERT_TRUE(space.is_ok());
+  ASSERT_EQ(space->dims.size(), 3u);  // memory.planner, Conv(sig1), MatMul(sig3)
+  // The default build chose x everywhere in the Conv group and p in the MatMul group; isolated
+  // timing chose y on c1 and c2 (a majority), x on c3; q on m1 only (one against one: a tie).
+  // "unknown" is no value of any knob (a tactic a route cannot pin) and "gone" no knob.
+  const std::map<std::string, std::string> def = {{"c1", "x"}, {"c2", "x"}, {"c3", "x"}, {"m1", "p"}, {"m2", "p"}};
+  const std::map<std::string, std::string> iso = {{"c1", "y"}, {"c2", "y"}, {"c3", "x"}, {"m1", "q"},
+                                                  {"m2", "unknown"}, {"gone", "x"}};
+  IsolatedSeed s = isolated_seed(*space, ks, builder::Route::parse("memory.planner=b").value(), def, iso);
+  EXPECT_EQ(s.pinned, 3u);
+  EXPECT_EQ(s.exact.to_string(), "memory.planner=b tactic.c1=y tactic.c2=y tactic.m1=q");
+  ASSERT_EQ(s.grouped.size(), 3u);
+  EXPECT_EQ(s.grouped[0], space->dims[0].default_index);  // not a tactic dimension
+  EXPECT_EQ(space->dims[1].values[static_cast<size_t>(s.grouped[1])], "y");  // 2 of 3 nodes
+  EXPECT_EQ(space->dims[2].values[static_cast<size_t>(s.grouped[2])], "auto");  // the tie keeps the default
+  // A setting the caller fixed is never overridden by the seed.
+  IsolatedSeed f = isolated_seed(*space, ks, builder::Route::parse("tactic.c1=x").value(), def, iso);
+  EXPECT_EQ(f.exact.values.at("tactic.c1"), "x");
+  EXPECT_EQ(f.pinned, 2u);
+  // Nothing differs: nothing pinned, the grouped point is the default point.
+  IsolatedSeed same = isolated_seed(*space, ks, {}, def, def);
+  EXPECT_EQ(same.pinned, 0u);
+  EXPECT_EQ(same.grouped, default_point(*space));
+}
+
 TEST(Tune, EvaluatesRecordsAndResumes) {
   const std::string model = std::string(TAC_MODELS_DIR) + "/mnist-cntk/model.onnx";
   if (!fs::exists(model)) GTEST_SKIP() << "no model zoo";
