@@ -1,6 +1,7 @@
 // The search space: point counting, the route a point stands for, the default point.
 #include "tuner/space.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace tac::tuner {
@@ -37,6 +38,30 @@ Point default_point(const SearchSpace& space) {
   Point p(space.dims.size());
   for (size_t d = 0; d < space.dims.size(); ++d) p[d] = space.dims[d].default_index;
   return p;
+}
+
+void weigh_by_time(SearchSpace& space, const std::map<std::string, double>& node_ms) {
+  std::vector<double> w(space.dims.size(), -1);  // -1: no node of the profile (a global knob)
+  double sum = 0;
+  int n = 0;
+  for (size_t d = 0; d < space.dims.size(); ++d) {
+    const Dimension& dim = space.dims[d];
+    for (const std::string& k : dim.knobs.empty() ? std::vector<std::string>{dim.name} : dim.knobs) {
+      const auto dot = k.find('.');
+      auto it = dot == std::string::npos ? node_ms.end() : node_ms.find(k.substr(dot + 1));
+      if (it != node_ms.end()) w[d] = std::max(0.0, w[d]) + it->second;
+    }
+    if (w[d] >= 0) {
+      sum += w[d];
+      ++n;
+    }
+  }
+  if (n == 0 || !(sum > 0)) return;
+  const double mean = sum / n;
+  double total = 0;
+  for (double& x : w) total += x = x < 0 ? mean : std::max(x, 0.1 * mean);
+  for (size_t d = 0; d < space.dims.size(); ++d)
+    space.dims[d].weight = w[d] * static_cast<double>(w.size()) / total;
 }
 
 }  // namespace tac::tuner

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct Dimension {
                                      // common to every knob of the group)
   int default_index = 0;             // index of the default value in `values`
   std::vector<std::string> knobs;    // the route knobs this dimension sets (one, or the group)
+  // How often local search redraws this dimension, relative to the others (1: as often as any).
+  // The tuner weighs node dimensions by the time their nodes carry in a profile (weigh_by_time).
+  double weight = 1;
 };
 
 struct SearchSpace {
@@ -35,5 +39,12 @@ using Point = std::vector<int>;  // one value index per dimension
 // space without a base gives the empty route).
 builder::Route route_of(const SearchSpace& space, const Point& p);
 Point default_point(const SearchSpace& space);
+
+// Profiles order the work (DESIGN.md section 3): each dimension's weight becomes the time its
+// nodes carry by `node_ms` (ms per node name; a knob "<family>.<node>" names its node), global
+// dimensions (no node in the profile) the mean node weight, and every weight at least a tenth of
+// that mean, so that no dimension is starved; weights are scaled to mean 1. Without any node
+// time, nothing changes.
+void weigh_by_time(SearchSpace& space, const std::map<std::string, double>& node_ms);
 
 }  // namespace tac::tuner

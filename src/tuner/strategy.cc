@@ -85,6 +85,12 @@ SpaceStrategy::SpaceStrategy(const SearchSpace& space, uint64_t seed)
     radix_.push_back(static_cast<int>(d.values.size()));
     fast_count_ += d.values.size() - 1;
   }
+  double total = 0;
+  for (const Dimension& d : space_.dims) total += std::max(0.0, d.weight);
+  for (const Dimension& d : space_.dims)
+    rate_.push_back(space_.dims.size() <= kLocalDims || !(total > 0)
+                        ? std::min(1.0, kLocalDims / static_cast<double>(space_.dims.size()))
+                        : std::min(1.0, kLocalDims * std::max(0.0, d.weight) / total));
 }
 
 bool SpaceStrategy::valid(const Point& p) const {
@@ -141,17 +147,20 @@ std::optional<Point> SpaceStrategy::random_unseen(Call& c) const {
 
 std::optional<Point> SpaceStrategy::local_unseen(Call& c, const Point& center) const {
   if (exhausted(c) || radix_.empty()) return std::nullopt;
-  const double rate = local_rate();
+  double total = 0;
+  for (double r : rate_) total += r;
   for (int attempt = 0; attempt < 64; ++attempt) {
     Point p = center;
     bool moved = false;
     for (size_t d = 0; d < p.size(); ++d)
-      if (radix_[d] > 1 && uniform01(c.rng) < rate) {
+      if (radix_[d] > 1 && uniform01(c.rng) < rate_[d]) {
         p[d] = static_cast<int>(uniform_below(c.rng, radix_[d]));
         moved |= p[d] != center[d];
       }
-    if (!moved) {
-      const size_t d = uniform_below(c.rng, p.size());
+    if (!moved) {  // one dimension, drawn by its rate
+      double u = uniform01(c.rng) * total;
+      size_t d = 0;
+      while (d + 1 < p.size() && (u -= rate_[d]) >= 0) ++d;
       p[d] = static_cast<int>(uniform_below(c.rng, radix_[d]));
     }
     if (!c.seen.contains(p)) return p;

@@ -88,10 +88,13 @@ class SpaceStrategy : public Strategy {
   // dimensions (one per op signature and global knob: 40-100 on the zoo models) a uniform random
   // point changes nearly all of them and is nearly always far worse than the default; about
   // kLocalDims changes at a time keep the search near good points. 1 for small spaces.
+  // Dimension d is redrawn with probability local_rate(d): kLocalDims times its share of the
+  // dimensions' weights (Dimension::weight: the time its nodes carry, when the tuner profiled),
+  // at most 1; 1 for every dimension of a space of at most kLocalDims dimensions.
   static constexpr double kLocalDims = 4.0;
-  double local_rate() const { return std::min(1.0, kLocalDims / static_cast<double>(radix_.size())); }
-  // An unseen point that redraws each dimension of `center` with probability local_rate() (at
-  // least one); after repeated collisions, random_unseen.
+  double local_rate(size_t d) const { return rate_[d]; }
+  // An unseen point that redraws each dimension d of `center` with probability local_rate(d) (at
+  // least one, drawn by weight); after repeated collisions, random_unseen.
   std::optional<Point> local_unseen(Call& c, const Point& center) const;
   // A uniformly drawn unseen point; after repeated collisions (a nearly exhausted space) the
   // first unseen point in `full` order from a random start. Nothing when every point is seen.
@@ -108,6 +111,7 @@ class SpaceStrategy : public Strategy {
   uint64_t seed_;
   Point default_;
   size_t fast_count_;
+  std::vector<double> rate_;  // local_rate per dimension
 };
 
 std::unique_ptr<Strategy> make_fast(const SearchSpace& s, uint64_t seed);

@@ -355,7 +355,6 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   TAC_ASSIGN_OR_RETURN(SearchSpace space, make_search_space(knobs, opts.knob_globs, opts.fixed));
   sum.dimensions = space.dims.size();
   sum.space_size = space.size();
-  TAC_ASSIGN_OR_RETURN(auto strategy, make_strategy(opts.strategy, space, opts.seed));
   TAC_ASSIGN_OR_RETURN(const std::string device, builder::device_fingerprint(opts.backend));
   const std::string version = TAC_VERSION;
 
@@ -505,6 +504,22 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
              fmt(std::max(0.0, opts.budget_s - elapsed()), 0) + " s left  " + what);
   };
   line("default " + fmt(def.median_ms) + " ms");
+  // The default engine's profile: node times weigh the dimensions (local search redraws those
+  // carrying the time more often), and its tactics are what the isolated seed is compared with.
+  const std::set<std::string> searching = {"random", "coordinate", "evolution", "tpe"};
+  auto profile = [&](const std::string& route) {
+    EvalRequest rq = request(route, 0);
+    rq.check = rq.measure = false;
+    rq.profile = true;
+    return evaluate_in_child(rq, opts.limits);
+  };
+  EvalResult def_profile;
+  if (searching.count(opts.strategy)) {
+    def_profile = profile(def.route);
+    if (def_profile.status == "ok") weigh_by_time(space, def_profile.node_ms);
+    else line("profiling the default failed (" + def_profile.reason + "): dimensions unweighted");
+  }
+  TAC_ASSIGN_OR_RETURN(auto strategy, make_strategy(opts.strategy, space, opts.seed));
 
   auto next = [&]() {
     std::vector<std::vector<double>> scores;
@@ -550,7 +565,6 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // budget is spent (or that space is exhausted), the incumbent is profiled and the groups that
   // carry the most time are split into one knob per node, searched by a fresh instance of the
   // same strategy around the incumbent. Profiles order the work; the verdict stays end to end.
-  const std::set<std::string> searching = {"random", "coordinate", "evolution", "tpe"};
   bool can_refine = opts.refine && searching.count(opts.strategy) &&
                     std::any_of(space.dims.begin(), space.dims.end(), [](const Dimension& d) { return d.knobs.size() > 1; });
   const SearchSpace* cur_space = &space;
@@ -568,10 +582,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   };
   auto start_refining = [&]() -> Status {
     can_refine = false;
-    EvalRequest rq = request(entries[incumbent].rec.route, 0);
-    rq.check = rq.measure = false;
-    rq.profile = true;
-    EvalResult prof = evaluate_in_child(rq, opts.limits);
+    EvalResult prof = profile(entries[incumbent].rec.route);
     if (prof.status != "ok") {
       line("refinement skipped: profiling the incumbent failed (" + prof.reason + ")");
       return Status::ok();
@@ -580,6 +591,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     inc_route.values.erase("threads");
     TAC_ASSIGN_OR_RETURN(refined, make_refine_space(space, knobs, inc_route, prof.node_ms, opts.refine_groups));
     if (refined.dims.empty()) return Status::ok();
+    weigh_by_time(refined, prof.node_ms);
     TAC_ASSIGN_OR_RETURN(refiner, make_strategy(opts.strategy, refined, opts.seed + 1));
     cur_space = &refined;
     cur_history = &refined_history;
@@ -593,19 +605,16 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // The isolated-selection seed: the tactics a profiling builder picks by timing each alone,
   // judged here as a whole engine (exact per-node pins, and the nearest grouped point, which the
   // strategy then learns from). A failure of the seed's builds only skips it.
-  if (opts.seed_isolated && searching.count(opts.strategy) && budget_left().empty()) {
-    auto chosen = [&](const builder::Route& r) {
-      EvalRequest rq = request(with_threads(r), 0);
-      rq.check = rq.measure = false;
-      return evaluate_in_child(rq, opts.limits);
-    };
+  if (opts.seed_isolated && def_profile.status == "ok" && budget_left().empty()) {
     builder::Route iso = space.base;
     iso.values["builder.selection"] = "isolated";
-    EvalResult d = chosen(space.base), i = chosen(iso);
-    if (d.status != "ok" || i.status != "ok") {
-      line("isolated-selection seed skipped: " + (d.status != "ok" ? d.reason : i.reason));
+    EvalRequest rq = request(with_threads(iso), 0);
+    rq.check = rq.measure = false;
+    EvalResult i = evaluate_in_child(rq, opts.limits);
+    if (i.status != "ok") {
+      line("isolated-selection seed skipped: " + i.reason);
     } else {
-      const IsolatedSeed seed = isolated_seed(space, knobs, space.base, d.tactics, i.tactics);
+      const IsolatedSeed seed = isolated_seed(space, knobs, space.base, def_profile.tactics, i.tactics);
       line("isolated selection differs from the default on " + std::to_string(seed.pinned) + " nodes");
       if (seed.pinned > 0) {
         TAC_ASSIGN_OR_RETURN(CandidateRecord exact, evaluate_route(seed.exact, "isolated"));

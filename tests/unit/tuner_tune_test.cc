@@ -133,6 +133,29 @@ TEST(TuneSpace, IsolatedSeedPinsWhatDiffersAndVotesPerGroup) {
   EXPECT_EQ(same.grouped, default_point(*space));
 }
 
+TEST(TuneSpace, WeighsDimensionsByTheTimeTheirNodesCarry) {
+  builder::KnobSpace ks;
+  ks.add({"memory.planner", {"a", "b"}, "a", "", builder::KnobScope::global});
+  ks.add({"tactic.c1", {"auto", "x"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.c2", {"auto", "x"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"layout.c3", {"nchw", "nhwc"}, "nhwc", "", builder::KnobScope::node});
+  ks.add({"tactic.m1", {"auto", "p"}, "auto", "", builder::KnobScope::node, "MatMul(sig3)"});
+  auto space = make_search_space(ks, {});
+  ASSERT_TRUE(space.is_ok());
+  ASSERT_EQ(space->dims.size(), 4u);  // memory.planner, Conv(sig1) group, layout.c3, tactic.m1
+  SearchSpace unweighted = *space;
+  weigh_by_time(unweighted, {});  // no profile: unchanged
+  for (const Dimension& d : unweighted.dims) EXPECT_DOUBLE_EQ(d.weight, 1);
+  // Node dims: group 3+5 = 8 ms, c3 4 ms, m1 0 ms (floored at a tenth of the 4 ms mean); the
+  // global memory.planner gets the mean, 4. Raw 4, 8, 4, 0.4 (sum 16.4), scaled to mean 1.
+  weigh_by_time(*space, {{"c1", 3.0}, {"c2", 5.0}, {"c3", 4.0}, {"m1", 0.0}, {"other", 7.0}});
+  const double scale = 4.0 / 16.4;
+  EXPECT_NEAR(space->dims[0].weight, 4.0 * scale, 1e-12);
+  EXPECT_NEAR(space->dims[1].weight, 8.0 * scale, 1e-12);
+  EXPECT_NEAR(space->dims[2].weight, 4.0 * scale, 1e-12);
+  EXPECT_NEAR(space->dims[3].weight, 0.4 * scale, 1e-12);
+}
+
 TEST(Tune, EvaluatesRecordsAndResumes) {
   const std::string model = std::string(TAC_MODELS_DIR) + "/mnist-cntk/model.onnx";
   if (!fs::exists(model)) GTEST_SKIP() << "no model zoo";
