@@ -2,6 +2,7 @@
 //
 //   build/search_efficiency MODEL.onnx DB --knobs "glob,..." [--threads N] [--fraction 0.1]
 //                           [--seeds 5] [--strategies random,coordinate,evolution,tpe,fast,mixed]
+//                           [--prior on|off]
 //
 // First run `tactician tune MODEL --strategy full --knobs "glob,..." --threads N --db DB` so that
 // the database holds every route of the (small) space. This tool then replays each strategy
@@ -11,6 +12,8 @@
 // tuner does) and gets `fraction` of the space's size in evaluations. It prints, per strategy,
 // the median over seeds of the best found speed-up as a percentage of the optimum's speed-up
 // (100% = found the optimum), the worst seed, and how many seeds found the optimum itself.
+// With --prior on (the default, as in the tuner) the tactic dimensions get value priors from the
+// isolated timings of a `builder.selection=isolated` build made here (set_value_priors).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -48,12 +51,13 @@ std::vector<std::string> split(const std::string& s) {
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: search_efficiency MODEL.onnx DB --knobs \"glob,...\" [--threads N] [--fraction 0.1] "
-                         "[--seeds 5] [--strategies a,b,...]\n");
+                         "[--seeds 5] [--strategies a,b,...] [--prior on|off]\n");
     return 2;
   }
   std::string model_path = argv[1], db_path = argv[2], knobs_arg, threads = "1";
   double fraction = 0.1;
   int seeds = 5;
+  bool use_prior = true;
   std::vector<std::string> strategies = {"random", "coordinate", "evolution", "tpe", "fast", "mixed"};
   for (int i = 3; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
@@ -62,6 +66,7 @@ int main(int argc, char** argv) {
     else if (k == "--fraction") fraction = std::atof(v.c_str());
     else if (k == "--seeds") seeds = std::atoi(v.c_str());
     else if (k == "--strategies") strategies = split(v);
+    else if (k == "--prior" && (v == "on" || v == "off")) use_prior = v == "on";
     else return fail("unknown flag " + k);
   }
   auto model = io::load_model(model_path);
@@ -70,6 +75,15 @@ int main(int argc, char** argv) {
   if (!ks) return fail(ks.status().to_string());
   auto space = tuner::make_search_space(*ks, split(knobs_arg));
   if (!space) return fail(space.status().to_string());
+  if (use_prior) {
+    auto route = builder::Route::parse("builder.selection=isolated threads=" + threads);
+    if (!route) return fail(route.status().to_string());
+    auto plan = builder::build_plan(*model, *route, {});
+    if (!plan) return fail("the isolated build for the value priors: " + plan.status().to_string());
+    tuner::NodeCosts costs;
+    for (const builder::TacticRanking& rk : plan->report.rankings) costs[rk.node] = rk.candidates;
+    tuner::set_value_priors(*space, costs);
+  }
   const uint64_t size = space->size();
   if (size > 100000) return fail("the space has " + std::to_string(size) + " points: restrict --knobs to enumerate it");
   auto db = tuner::Database::open(db_path);
@@ -106,8 +120,9 @@ int main(int argc, char** argv) {
   const tuner::Point p0 = tuner::default_point(*space);
   const double def = table.at(route_text(p0));
   const int budget = std::max(1, static_cast<int>(std::lround(fraction * static_cast<double>(size))));
-  std::printf("model %s, space %llu points (%zu dimensions), budget %d evaluations (%.0f%%), %d seeds\n",
-              model_path.c_str(), static_cast<unsigned long long>(size), space->dims.size(), budget, fraction * 100, seeds);
+  std::printf("model %s, space %llu points (%zu dimensions), budget %d evaluations (%.0f%%), %d seeds, value priors %s\n",
+              model_path.c_str(), static_cast<unsigned long long>(size), space->dims.size(), budget, fraction * 100, seeds,
+              use_prior ? "from isolated timings" : "off");
   std::printf("default %.3f ms, optimum %.3f ms (speed-up %.3fx): %s\n\n", def, optimum, def / optimum,
               optimum_route.c_str());
   std::printf("| strategy | median %% of the optimum's speed-up | worst seed | seeds that found the optimum |\n");

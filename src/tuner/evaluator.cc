@@ -90,8 +90,14 @@ int run_evaluate_command(int argc, char** argv) {
   if (!engine) return child_fail("build_failed", engine.status().to_string());
   report("build_ms", std::to_string(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
   // "tactic <tactic> <node>": tactic names hold no spaces, node names run to the end of the line.
-  for (const builder::TacticRanking& rk : (*engine)->plan().report.rankings)
+  // "costs <tactic>=<ns>,... <node>": the candidates in ranked order with their costs (estimates,
+  // or times with builder.selection=isolated).
+  for (const builder::TacticRanking& rk : (*engine)->plan().report.rankings) {
     std::printf("tactic %s %s\n", rk.chosen.c_str(), rk.node.c_str());
+    std::string costs;
+    for (const auto& [t, cost] : rk.candidates) costs += (costs.empty() ? "" : ",") + t + "=" + std::to_string(cost);
+    if (!costs.empty()) std::printf("costs %s %s\n", costs.c_str(), rk.node.c_str());
+  }
   if (!req.save_plan.empty()) {
     Status st = builder::save_plan((*engine)->plan(), req.save_plan);
     if (!st) return child_fail("build_failed", st.to_string());
@@ -256,7 +262,15 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     else if (k == "p90_ms") r.p90_ms = std::strtod(v.c_str(), nullptr);
     else if (k == "cv") r.cv = std::strtod(v.c_str(), nullptr);
     else if (k == "runs") r.runs = std::atoi(v.c_str());
-    else if (k == "tactic") {
+    else if (k == "costs") {
+      auto sp2 = v.find(' ');
+      if (sp2 == std::string::npos) continue;
+      auto& list = r.costs[v.substr(sp2 + 1)];
+      std::stringstream items(v.substr(0, sp2));
+      for (std::string item; std::getline(items, item, ',');)
+        if (auto eq = item.find('='); eq != std::string::npos)
+          list.emplace_back(item.substr(0, eq), std::strtod(item.c_str() + eq + 1, nullptr));
+    } else if (k == "tactic") {
       auto sp2 = v.find(' ');
       if (sp2 != std::string::npos) r.tactics[v.substr(sp2 + 1)] = v.substr(0, sp2);
     } else if (k == "node_ms") {

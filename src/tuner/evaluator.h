@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tactician/status.h"
@@ -42,6 +43,9 @@ struct EvalResult {
   double wall_s = 0;  // the child's whole life
   std::map<std::string, double> node_ms;  // with `profile`: median ms per node (steps of one node summed)
   std::map<std::string, std::string> tactics;  // the tactic the build chose for each node (once built)
+  // Per node, the tactics the build ranked, in order, with their costs (ns: estimates, or times
+  // alone on the layer under builder.selection=isolated).
+  std::map<std::string, std::vector<std::pair<std::string, double>>> costs;
 };
 
 struct EvalLimits {

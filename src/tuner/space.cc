@@ -2,6 +2,7 @@
 #include "tuner/space.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace tac::tuner {
@@ -62,6 +63,40 @@ void weigh_by_time(SearchSpace& space, const std::map<std::string, double>& node
   for (double& x : w) total += x = x < 0 ? mean : std::max(x, 0.1 * mean);
   for (size_t d = 0; d < space.dims.size(); ++d)
     space.dims[d].weight = w[d] * static_cast<double>(w.size()) / total;
+}
+
+void set_value_priors(SearchSpace& space, const NodeCosts& costs) {
+  for (Dimension& dim : space.dims) {
+    const size_t k = dim.values.size();
+    std::vector<double> cost(k, 0);
+    std::vector<bool> known(k, true);
+    bool any = false;
+    for (const std::string& name : dim.knobs.empty() ? std::vector<std::string>{dim.name} : dim.knobs) {
+      if (name.rfind("tactic.", 0) != 0) continue;
+      auto it = costs.find(name.substr(7));
+      if (it == costs.end() || it->second.empty()) continue;
+      any = true;
+      for (size_t v = 0; v < k; ++v) {
+        const std::string& value = dim.values[v] == "auto" ? it->second[0].first : dim.values[v];
+        auto c = std::find_if(it->second.begin(), it->second.end(), [&](const auto& tc) { return tc.first == value; });
+        if (c == it->second.end() || !(c->second > 0) || !std::isfinite(c->second)) known[v] = false;
+        else cost[v] += c->second;
+      }
+    }
+    dim.prior.clear();
+    if (!any) continue;
+    double cheapest = INFINITY;
+    for (size_t v = 0; v < k; ++v)
+      if (known[v]) cheapest = std::min(cheapest, cost[v]);
+    if (!std::isfinite(cheapest)) continue;
+    std::vector<double> w(k);
+    double total = 0;
+    for (size_t v = 0; v < k; ++v) total += w[v] = known[v] ? std::pow(cheapest / cost[v], 4) : 0;
+    const double floor = 1.0 / (4.0 * static_cast<double>(k));
+    // Scale the measured part into (1 - k*floor) of the mass, every value keeping the floor.
+    for (size_t v = 0; v < k; ++v) w[v] = floor + (1 - floor * static_cast<double>(k)) * w[v] / total;
+    dim.prior = std::move(w);
+  }
 }
 
 }  // namespace tac::tuner

@@ -22,6 +22,9 @@ struct Dimension {
   // How often local search redraws this dimension, relative to the others (1: as often as any).
   // The tuner weighs node dimensions by the time their nodes carry in a profile (weigh_by_time).
   double weight = 1;
+  // How likely each value is drawn when this dimension is redrawn (per value, summing to 1;
+  // empty: uniform). The tuner derives it from isolated timings (set_value_priors).
+  std::vector<double> prior;
 };
 
 struct SearchSpace {
@@ -46,5 +49,16 @@ Point default_point(const SearchSpace& space);
 // that mean, so that no dimension is starved; weights are scaled to mean 1. Without any node
 // time, nothing changes.
 void weigh_by_time(SearchSpace& space, const std::map<std::string, double>& node_ms);
+
+// Per node, the cost of each tactic the builder considered, the heuristic's choice first (a
+// ranking of `builder.selection=isolated`: measured alone on the layer, in ns).
+using NodeCosts = std::map<std::string, std::vector<std::pair<std::string, double>>>;
+
+// Isolated timings order the work, they never decide it (DESIGN.md section 3): for each tactic
+// dimension, a value's cost is the sum over the dimension's nodes of its cost there ("auto": the
+// heuristic's choice), and its prior is proportional to (cheapest / cost)^4, with every value
+// (also one without a cost on some node) keeping at least 1/(4k) of the mass, k the value count.
+// Dimensions whose nodes have no costs keep a uniform prior.
+void set_value_priors(SearchSpace& space, const NodeCosts& costs);
 
 }  // namespace tac::tuner

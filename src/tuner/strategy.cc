@@ -145,6 +145,31 @@ std::optional<Point> SpaceStrategy::random_unseen(Call& c) const {
   return std::nullopt;
 }
 
+int SpaceStrategy::draw_value(Rng& rng, size_t d) const {
+  const std::vector<double>& pr = space_.dims[d].prior;
+  if (pr.empty()) return static_cast<int>(uniform_below(rng, radix_[d]));
+  double u = uniform01(rng);
+  for (int v = 0; v + 1 < radix_[d]; ++v)
+    if ((u -= pr[static_cast<size_t>(v)]) < 0) return v;
+  return radix_[d] - 1;
+}
+
+int SpaceStrategy::draw_other_value(Rng& rng, size_t d, int current) const {
+  const std::vector<double>& pr = space_.dims[d].prior;
+  if (pr.empty() || radix_[d] < 2) {
+    const int v = static_cast<int>(uniform_below(rng, radix_[d] - 1));
+    return v < current ? v : v + 1;
+  }
+  double u = uniform01(rng) * (1 - pr[static_cast<size_t>(current)]);
+  int last = -1;
+  for (int v = 0; v < radix_[d]; ++v) {
+    if (v == current) continue;
+    last = v;
+    if ((u -= pr[static_cast<size_t>(v)]) < 0) return v;
+  }
+  return last;
+}
+
 std::optional<Point> SpaceStrategy::local_unseen(Call& c, const Point& center) const {
   if (exhausted(c) || radix_.empty()) return std::nullopt;
   double total = 0;
@@ -154,14 +179,14 @@ std::optional<Point> SpaceStrategy::local_unseen(Call& c, const Point& center) c
     bool moved = false;
     for (size_t d = 0; d < p.size(); ++d)
       if (radix_[d] > 1 && uniform01(c.rng) < rate_[d]) {
-        p[d] = static_cast<int>(uniform_below(c.rng, radix_[d]));
+        p[d] = draw_value(c.rng, d);
         moved |= p[d] != center[d];
       }
     if (!moved) {  // one dimension, drawn by its rate
       double u = uniform01(c.rng) * total;
       size_t d = 0;
       while (d + 1 < p.size() && (u -= rate_[d]) >= 0) ++d;
-      p[d] = static_cast<int>(uniform_below(c.rng, radix_[d]));
+      p[d] = draw_value(c.rng, d);
     }
     if (!c.seen.contains(p)) return p;
   }

@@ -93,6 +93,14 @@ class SpaceStrategy : public Strategy {
   // at most 1; 1 for every dimension of a space of at most kLocalDims dimensions.
   static constexpr double kLocalDims = 4.0;
   double local_rate(size_t d) const { return rate_[d]; }
+  // A value of dimension d drawn by its prior (Dimension::prior; uniformly without one).
+  int draw_value(Rng& rng, size_t d) const;
+  // A value of dimension d other than `current`, drawn by its prior (uniformly without one).
+  int draw_other_value(Rng& rng, size_t d, int current) const;
+  // The prior of value v of dimension d (1/k without one).
+  double prior(size_t d, int v) const {
+    return space_.dims[d].prior.empty() ? 1.0 / radix_[d] : space_.dims[d].prior[static_cast<size_t>(v)];
+  }
   // An unseen point that redraws each dimension d of `center` with probability local_rate(d) (at
   // least one, drawn by weight); after repeated collisions, random_unseen.
   std::optional<Point> local_unseen(Call& c, const Point& center) const;

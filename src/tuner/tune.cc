@@ -513,11 +513,20 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     rq.profile = true;
     return evaluate_in_child(rq, opts.limits);
   };
-  EvalResult def_profile;
+  EvalResult def_profile, isolated;
   if (searching.count(opts.strategy)) {
     def_profile = profile(def.route);
     if (def_profile.status == "ok") weigh_by_time(space, def_profile.node_ms);
     else line("profiling the default failed (" + def_profile.reason + "): dimensions unweighted");
+    // The classic profiling builder's answer: every applicable tactic timed alone on its layer.
+    // Its times become the tactic dimensions' value priors, its choice the seed (below).
+    builder::Route iso = space.base;
+    iso.values["builder.selection"] = "isolated";
+    EvalRequest rq = request(with_threads(iso), 0);
+    rq.check = rq.measure = false;
+    isolated = evaluate_in_child(rq, opts.limits);
+    if (isolated.status == "ok") set_value_priors(space, isolated.costs);
+    else line("isolated selection failed (" + isolated.reason + "): no value priors, no seed");
   }
   TAC_ASSIGN_OR_RETURN(auto strategy, make_strategy(opts.strategy, space, opts.seed));
 
@@ -592,6 +601,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     TAC_ASSIGN_OR_RETURN(refined, make_refine_space(space, knobs, inc_route, prof.node_ms, opts.refine_groups));
     if (refined.dims.empty()) return Status::ok();
     weigh_by_time(refined, prof.node_ms);
+    if (isolated.status == "ok") set_value_priors(refined, isolated.costs);
     TAC_ASSIGN_OR_RETURN(refiner, make_strategy(opts.strategy, refined, opts.seed + 1));
     cur_space = &refined;
     cur_history = &refined_history;
@@ -605,28 +615,19 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // The isolated-selection seed: the tactics a profiling builder picks by timing each alone,
   // judged here as a whole engine (exact per-node pins, and the nearest grouped point, which the
   // strategy then learns from). A failure of the seed's builds only skips it.
-  if (opts.seed_isolated && def_profile.status == "ok" && budget_left().empty()) {
-    builder::Route iso = space.base;
-    iso.values["builder.selection"] = "isolated";
-    EvalRequest rq = request(with_threads(iso), 0);
-    rq.check = rq.measure = false;
-    EvalResult i = evaluate_in_child(rq, opts.limits);
-    if (i.status != "ok") {
-      line("isolated-selection seed skipped: " + i.reason);
-    } else {
-      const IsolatedSeed seed = isolated_seed(space, knobs, space.base, def_profile.tactics, i.tactics);
-      line("isolated selection differs from the default on " + std::to_string(seed.pinned) + " nodes");
-      if (seed.pinned > 0) {
-        TAC_ASSIGN_OR_RETURN(CandidateRecord exact, evaluate_route(seed.exact, "isolated"));
-        add_entry(exact);
-        TAC_ASSIGN_OR_RETURN(CandidateRecord grouped, evaluate(space, history, seed.grouped, "isolated/grouped"));
-        add_entry(grouped);
-        while (elapsed() < opts.budget_s)
-          if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
-          else break;
-        line("isolated seed: exact " + exact.status + " " + fmt(exact.median_ms) + " ms, grouped " + grouped.status +
-             " " + fmt(grouped.median_ms) + " ms");
-      }
+  if (opts.seed_isolated && def_profile.status == "ok" && isolated.status == "ok" && budget_left().empty()) {
+    const IsolatedSeed seed = isolated_seed(space, knobs, space.base, def_profile.tactics, isolated.tactics);
+    line("isolated selection differs from the default on " + std::to_string(seed.pinned) + " nodes");
+    if (seed.pinned > 0) {
+      TAC_ASSIGN_OR_RETURN(CandidateRecord exact, evaluate_route(seed.exact, "isolated"));
+      add_entry(exact);
+      TAC_ASSIGN_OR_RETURN(CandidateRecord grouped, evaluate(space, history, seed.grouped, "isolated/grouped"));
+      add_entry(grouped);
+      while (elapsed() < opts.budget_s)
+        if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
+        else break;
+      line("isolated seed: exact " + exact.status + " " + fmt(exact.median_ms) + " ms, grouped " + grouped.status +
+           " " + fmt(grouped.median_ms) + " ms");
     }
   }
 

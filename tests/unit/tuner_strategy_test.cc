@@ -381,6 +381,42 @@ TEST(TunerStrategyQuality, TpeAndEvolutionFindNearOptimalPointsWithATenthOfTheSp
   }
 }
 
+// Many dimensions (local search), each with one good value: 40 dimensions of 8 values, the
+// default everywhere the worst but one. A value prior as isolated timings give one (mostly right:
+// the good value of 30 dimensions carries half the prior mass; in the other 10 it points at a
+// wrong value) must make tpe and evolution find better points in 120 evaluations than without it,
+// and every proposal stays a fresh point.
+TEST(TunerStrategyQuality, AMostlyRightValuePriorSpeedsUpTheSearch) {
+  constexpr size_t kDims = 40, kValues = 8;
+  std::vector<int> good(kDims);
+  std::mt19937 g(99);
+  for (int& v : good) v = 1 + static_cast<int>(g() % (kValues - 1));  // never the default (0)
+  auto f = [&](const Point& p) {
+    double t = 100.0;
+    for (size_t d = 0; d < kDims; ++d) t += p[d] == good[d] ? 0.0 : (p[d] == 0 ? 1.0 : 1.5);
+    return t;
+  };
+  SearchSpace plain = space_of(std::vector<size_t>(kDims, kValues));
+  SearchSpace guided = plain;
+  for (size_t d = 0; d < kDims; ++d) {
+    std::vector<double> prior(kValues, 0.5 / (kValues - 1));
+    const int favoured = d < 30 ? good[d] : (good[d] % (kValues - 1)) + 1;  // d >= 30: another value
+    ASSERT_TRUE(d < 30 || favoured != good[d]);
+    prior[static_cast<size_t>(favoured)] = 0.5;  // the other 7 share the other half
+    guided.dims[d].prior = prior;
+  }
+  for (const std::string name : {"tpe", "evolution"}) {
+    double sum_plain = 0, sum_guided = 0;
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      sum_plain += run(*make(name, plain, seed), f, 120, 4).best()->objective_ms;
+      sum_guided += run(*make(name, guided, seed), f, 120, 4).best()->objective_ms;
+    }
+    std::printf("[ prior    ] %-10s mean best %.2f without a prior, %.2f with (default %.2f, optimum 100)\n",
+                name.c_str(), sum_plain / 5, sum_guided / 5, f(Point(kDims, 0)));
+    EXPECT_LT(sum_guided, sum_plain) << name;
+  }
+}
+
 // ---------------------------------------------------------------- large spaces
 
 TEST(TunerStrategy, ThreeHundredDimensionsProposeInMilliseconds) {

@@ -2,6 +2,7 @@
 // in the database, resumed on a second run; durations and search spaces.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "tuner/database.h"
@@ -154,6 +155,35 @@ TEST(TuneSpace, WeighsDimensionsByTheTimeTheirNodesCarry) {
   EXPECT_NEAR(space->dims[1].weight, 8.0 * scale, 1e-12);
   EXPECT_NEAR(space->dims[2].weight, 4.0 * scale, 1e-12);
   EXPECT_NEAR(space->dims[3].weight, 0.4 * scale, 1e-12);
+}
+
+TEST(TuneSpace, ValuePriorsFollowIsolatedCosts) {
+  builder::KnobSpace ks;
+  ks.add({"memory.planner", {"a", "b"}, "a", "", builder::KnobScope::global});
+  ks.add({"tactic.c1", {"auto", "x", "y", "z"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.c2", {"auto", "x", "y", "z"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
+  ks.add({"tactic.m1", {"auto", "p", "q"}, "auto", "", builder::KnobScope::node, "MatMul(sig3)"});
+  auto space = make_search_space(ks, {});
+  ASSERT_TRUE(space.is_ok());
+  ASSERT_EQ(space->dims.size(), 3u);
+  // c1 and c2: x is the heuristic's choice ("auto"), y the fastest summed (100+100 vs 150+150);
+  // z has no cost on c2 (not applicable there). m1 has no costs: its prior stays uniform.
+  NodeCosts costs = {{"c1", {{"x", 150}, {"y", 100}, {"z", 300}}}, {"c2", {{"x", 150}, {"y", 100}}}};
+  set_value_priors(*space, costs);
+  EXPECT_TRUE(space->dims[0].prior.empty());
+  EXPECT_TRUE(space->dims[2].prior.empty());
+  const std::vector<double>& pr = space->dims[1].prior;  // values auto, x, y, z
+  ASSERT_EQ(pr.size(), 4u);
+  double total = 0;
+  for (double x : pr) total += x;
+  EXPECT_NEAR(total, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(pr[0], pr[1]);  // auto is x
+  EXPECT_GT(pr[2], pr[1]);
+  EXPECT_NEAR(pr[3], 1.0 / 16, 1e-12);  // no cost on c2: the floor, 1/(4k)
+  // y: floor + (3/4) * 1 / (1 + 2 * (100/150)^4).
+  const double r4 = std::pow(100.0 / 150.0, 4);
+  EXPECT_NEAR(pr[2], 1.0 / 16 + 0.75 / (1 + 2 * r4), 1e-12);
+  EXPECT_NEAR(pr[1], 1.0 / 16 + 0.75 * r4 / (1 + 2 * r4), 1e-12);
 }
 
 TEST(Tune, EvaluatesRecordsAndResumes) {
