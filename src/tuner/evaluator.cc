@@ -35,6 +35,30 @@ void report(const char* key, const std::string& value) {
   std::printf("%s %s\n", key, v.c_str());
 }
 
+// Timing rotates among four input sets (DESIGN.md section 3, as `tactician bench` does): the
+// reference inputs and three copies whose floating-point inputs are rotated by a quarter, a half
+// and three quarters of their elements (the same values, other data in the caches). Integer and
+// boolean inputs (ids, indices, masks, shapes) stay as given: their values can decide what runs.
+std::vector<std::vector<Tensor>> timing_sets(const std::vector<Tensor>& inputs) {
+  std::vector<std::vector<Tensor>> sets = {inputs};
+  for (size_t q = 1; q < 4; ++q) {
+    std::vector<Tensor> set;
+    for (const Tensor& t : inputs) {
+      Tensor c = t.clone();
+      const size_t e = dtype_size(t.dtype()), n = static_cast<size_t>(t.numel()), k = n * q / 4;
+      if (dtype_is_float(t.dtype()) && e > 0 && k > 0 && t.raw()) {
+        const auto* src = static_cast<const std::byte*>(t.raw());
+        auto* dst = static_cast<std::byte*>(c.raw());
+        std::memcpy(dst, src + k * e, (n - k) * e);
+        std::memcpy(dst + (n - k) * e, src, k * e);
+      }
+      set.push_back(std::move(c));
+    }
+    sets.push_back(std::move(set));
+  }
+  return sets;
+}
+
 int child_fail(const char* status, const std::string& reason) {
   report("status", status);
   report("reason", reason);
@@ -134,7 +158,7 @@ int run_evaluate_command(int argc, char** argv) {
     if (!violation.empty()) return child_fail("rejected", violation);
   }
   if (req.measure) {
-    auto lat = runtime::measure(**engine, {inputs}, req.min_runs, req.min_seconds, /*warmup=*/2);
+    auto lat = runtime::measure(**engine, timing_sets(inputs), req.min_runs, req.min_seconds, /*warmup=*/2);
     if (!lat) return child_fail("run_failed", lat.status().to_string());
     report("median_ms", std::to_string(lat->median_ms));
     report("p10_ms", std::to_string(lat->p10_ms));

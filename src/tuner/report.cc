@@ -148,9 +148,11 @@ Status write_report(const std::string& db_path, const std::string& html_path) {
           best = r.median_ms;
           best_rec = &r;
         }
-        if (r.route.find("builder.selection=isolated") != std::string::npos &&
-            (!isolated || r.median_ms < isolated->median_ms) && r.route.find("tactic.") == std::string::npos)
-          isolated = &r;
+        // Isolated selection: the tuner's seed (its choices pinned per node), or a searched
+        // builder.selection=isolated route without pins.
+        const bool iso = r.strategy == "isolated" || (r.route.find("builder.selection=isolated") != std::string::npos &&
+                                                      r.route.find("tactic.") == std::string::npos);
+        if (iso && (!isolated || r.median_ms < isolated->median_ms)) isolated = &r;
       } else if (r.status == "rejected") ++rejected;
       else ++failed;
       if (std::isfinite(best)) best_curve.emplace_back(r.unix_time - t0, best);
