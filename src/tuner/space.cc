@@ -41,17 +41,25 @@ Point default_point(const SearchSpace& space) {
   return p;
 }
 
+std::string node_of(const std::string& knob) {
+  const auto dot = knob.find('.');
+  return dot == std::string::npos ? knob : knob.substr(dot + 1);
+}
+
+namespace {
+// The route knobs a dimension sets (see route_of).
+std::vector<std::string> knobs_of(const Dimension& d) { return d.knobs.empty() ? std::vector<std::string>{d.name} : d.knobs; }
+}  // namespace
+
 void weigh_by_time(SearchSpace& space, const std::map<std::string, double>& node_ms) {
   std::vector<double> w(space.dims.size(), -1);  // -1: no node of the profile (a global knob)
   double sum = 0;
   int n = 0;
   for (size_t d = 0; d < space.dims.size(); ++d) {
     const Dimension& dim = space.dims[d];
-    for (const std::string& k : dim.knobs.empty() ? std::vector<std::string>{dim.name} : dim.knobs) {
-      const auto dot = k.find('.');
-      auto it = dot == std::string::npos ? node_ms.end() : node_ms.find(k.substr(dot + 1));
-      if (it != node_ms.end()) w[d] = std::max(0.0, w[d]) + it->second;
-    }
+    for (const std::string& k : knobs_of(dim))
+      if (auto it = k.find('.') == std::string::npos ? node_ms.end() : node_ms.find(node_of(k)); it != node_ms.end())
+        w[d] = std::max(0.0, w[d]) + it->second;
     if (w[d] >= 0) {
       sum += w[d];
       ++n;
@@ -71,9 +79,9 @@ void set_value_priors(SearchSpace& space, const NodeCosts& costs) {
     std::vector<double> cost(k, 0);
     std::vector<bool> known(k, true);
     bool any = false;
-    for (const std::string& name : dim.knobs.empty() ? std::vector<std::string>{dim.name} : dim.knobs) {
+    for (const std::string& name : knobs_of(dim)) {
       if (name.rfind("tactic.", 0) != 0) continue;
-      auto it = costs.find(name.substr(7));
+      auto it = costs.find(node_of(name));
       if (it == costs.end() || it->second.empty()) continue;
       any = true;
       for (size_t v = 0; v < k; ++v) {

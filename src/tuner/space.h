@@ -43,6 +43,9 @@ using Point = std::vector<int>;  // one value index per dimension
 builder::Route route_of(const SearchSpace& space, const Point& p);
 Point default_point(const SearchSpace& space);
 
+// The node a per-node knob names ("tactic.conv_3" -> "conv_3"); a knob without a dot names itself.
+std::string node_of(const std::string& knob);
+
 // Profiles order the work (DESIGN.md section 3): each dimension's weight becomes the time its
 // nodes carry by `node_ms` (ms per node name; a knob "<family>.<node>" names its node), global
 // dimensions (no node in the profile) the mean node weight, and every weight at least a tenth of

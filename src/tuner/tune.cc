@@ -134,10 +134,6 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
 Result<SearchSpace> make_refine_space(const SearchSpace& grouped, const builder::KnobSpace& knobs,
                                      const builder::Route& incumbent, const std::map<std::string, double>& node_ms,
                                      size_t max_groups) {
-  auto node_of = [](const std::string& knob) {
-    auto dot = knob.find('.');
-    return dot == std::string::npos ? knob : knob.substr(dot + 1);
-  };
   std::vector<std::pair<double, const Dimension*>> groups;
   for (const Dimension& d : grouped.dims) {
     if (d.knobs.size() < 2) continue;
@@ -507,24 +503,23 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // The default engine's profile: node times weigh the dimensions (local search redraws those
   // carrying the time more often), and its tactics are what the isolated seed is compared with.
   const std::set<std::string> searching = {"random", "coordinate", "evolution", "tpe"};
-  auto profile = [&](const std::string& route) {
+  // A build without check or timing: the child reports its tactics and costs (and node times).
+  auto inspect = [&](const std::string& route, bool with_profile) {
     EvalRequest rq = request(route, 0);
     rq.check = rq.measure = false;
-    rq.profile = true;
+    rq.profile = with_profile;
     return evaluate_in_child(rq, opts.limits);
   };
   EvalResult def_profile, isolated;
   if (searching.count(opts.strategy)) {
-    def_profile = profile(def.route);
+    def_profile = inspect(def.route, true);
     if (def_profile.status == "ok") weigh_by_time(space, def_profile.node_ms);
     else line("profiling the default failed (" + def_profile.reason + "): dimensions unweighted");
     // The classic profiling builder's answer: every applicable tactic timed alone on its layer.
     // Its times become the tactic dimensions' value priors, its choice the seed (below).
     builder::Route iso = space.base;
     iso.values["builder.selection"] = "isolated";
-    EvalRequest rq = request(with_threads(iso), 0);
-    rq.check = rq.measure = false;
-    isolated = evaluate_in_child(rq, opts.limits);
+    isolated = inspect(with_threads(iso), false);
     if (isolated.status == "ok") set_value_priors(space, isolated.costs);
     else line("isolated selection failed (" + isolated.reason + "): no value priors, no seed");
   }
@@ -591,7 +586,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   };
   auto start_refining = [&]() -> Status {
     can_refine = false;
-    EvalResult prof = profile(entries[incumbent].rec.route);
+    EvalResult prof = inspect(entries[incumbent].rec.route, true);
     if (prof.status != "ok") {
       line("refinement skipped: profiling the incumbent failed (" + prof.reason + ")");
       return Status::ok();
