@@ -91,6 +91,21 @@ def main():
         cells.append(fmt(f / tf / 1e9 if f and tf else None, 1))
         print('| ' + ' | '.join(cells) + ' |')
     print()
+    # Every Tactician configuration measured (the route variants of run_cuda.sh), fp16 = 1.
+    configs = []
+    for (_, _, c) in t:
+        if c not in configs:
+            configs.append(c)
+    print('| model | batch | ' + ' | '.join(f'{c} (ms, fp16 / it)' for c in configs) + ' |')
+    print('| --- | ---: | ' + ' | '.join('---:' for _ in configs) + ' |')
+    for m, b in keys:
+        tf = t.get((m, b, 'fp16'))
+        cells = []
+        for c in configs:
+            v = t.get((m, b, c))
+            cells.append(fmt(v) + (f' ({tf / v:.2f}x)' if v and tf else ''))
+        print(f'| {m} | {b} | ' + ' | '.join(cells) + ' |')
+    print()
     for (m, b, k), v in p.items():
         if k == 'nonfinite':
             print(f'{m} batch {b}: PyTorch fp16 eager output has {v} inf/NaN values (fp16 range)')

@@ -7,7 +7,9 @@
 #
 #   bench/run_cuda.sh PKG_DIR OUT [--models "resnet50:1 resnet50:32 mobilenet_v2:1 bert-base:1 bert-base:8"]
 #                     [--modes eager,compile[,max-autotune]] [--skip-torch] [--skip-tactician] [--models-dir D]
-#   env: TAC_CONFIGS="fp32 fp16 fp16-nographs fp16-cold bf16 fp16-tuned" (which Tactician runs), LOW="fp16 bf16"
+#   env: TAC_CONFIGS="fp32 fp16 fp16-nographs fp16-cold bf16 fp16-nhwc fp16-nhwc-fused fp16-attn fp16-tuned" (which
+#        Tactician runs: fp16-nhwc / fp16-nchw add layout.default=nhwc / nchw, fp16-nhwc-fused also pins cuDNN's fused conv call on
+#        every convolution it takes, fp16-attn turns pass.fuse_attention on), LOW="fp16 bf16"
 #        (checks), BENCH_SECONDS (per Tactician timing, default 1), TORCH_LIMIT (seconds per torch mode),
 #        TUNE_BUDGET (fp16-tuned: `tactician tune --route precision.default=fp16 --budget B`, default 2m),
 #        TUNE_TOL (its tolerance against the fp32 reference interpreter, default "cos>=0.999")
@@ -88,9 +90,17 @@ PY
       echo "{\"model\": \"$name\", \"batch\": $batch, \"config\": \"fp16-tuned-search\", \"tune_s\": $(python3 -c "print(round($t1 - $t0, 1))"), \"result\": $summ}" >> "$out/tactician.jsonl"
       [ -f "$td/best.route" ] && tuned_route=$(grep -v '^#' "$td/best.route" | tr '\n' ' ')
     fi
+    # fp16-nhwc-fused: nhwc, and every convolution cuDNN's fused conv + bias + relu call takes pinned to it.
+    fused_pins=""
+    if [[ " $configs " == *" fp16-nhwc-fused "* ]]; then
+      fused_pins=$(timeout 300 tactician knobs "$m/model.onnx" --backend cuda --dim batch=$batch --json 2>/dev/null | python3 -c '
+import json, sys
+print(" ".join(k["name"] + "=cudnn_fused" for k in json.load(sys.stdin) if k["name"].startswith("tactic.") and "cudnn_fused" in k["values"]))')
+    fi
     # One plan per route (BERT-base builds take seconds); the cold-L2 run reuses the fp16 plan.
     for run in "fp32|" "fp16|precision.default=fp16" "fp16-nographs|precision.default=fp16 cuda.graphs=off" "bf16|precision.default=bf16" \
-               "fp16-tuned|$tuned_route"; do
+               "fp16-nhwc|precision.default=fp16 layout.default=nhwc" "fp16-nchw|precision.default=fp16 layout.default=nchw" "fp16-nhwc-fused|precision.default=fp16 layout.default=nhwc $fused_pins" \
+               "fp16-attn|precision.default=fp16 pass.fuse_attention=on" "fp16-tuned|$tuned_route"; do
       IFS='|' read -r label route <<< "$run"
       [[ " $configs " == *" $label "* ]] || continue
       [ $label = fp16-tuned ] && [ -z "$tuned_route" ] && continue
@@ -98,7 +108,8 @@ PY
       timeout 300 tactician build "$m/model.onnx" --backend cuda --route "$route" --dim batch=$batch -o "/tmp/$name-$batch-$label.plan" \
         >> "$out/tactician.log" 2>&1 || echo "build $name b$batch $label failed" >> "$out/tactician.log"
     done
-    for run in "fp32|fp32|" "fp16|fp16|" "fp16-tuned|fp16-tuned|" "fp16-nographs|fp16-nographs|" "fp16-cold|fp16|--l2-flush" "bf16|bf16|"; do
+    for run in "fp32|fp32|" "fp16|fp16|" "fp16-tuned|fp16-tuned|" "fp16-nographs|fp16-nographs|" "fp16-cold|fp16|--l2-flush" "bf16|bf16|" \
+               "fp16-nhwc|fp16-nhwc|" "fp16-nchw|fp16-nchw|" "fp16-nhwc-fused|fp16-nhwc-fused|" "fp16-attn|fp16-attn|"; do
       IFS='|' read -r label plan flag <<< "$run"
       [[ " $configs " == *" $label "* ]] || continue
       r=$(timeout 120 tactician bench "/tmp/$name-$batch-$plan.plan" --min-seconds ${BENCH_SECONDS:-1} --warmup 10 $flag --json \

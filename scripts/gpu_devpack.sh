@@ -17,7 +17,7 @@ rm -rf "$dest/models" "$dest/node" "$dest/scripts" "$dest/bench"
 "$root/scripts/pack_gpu.sh" "$dest" "$build"
 mkdir -p "$dest/models" "$dest/node" "$dest/scripts" "$dest/bench"
 for m in mnist-cntk squeezenet1.1 super-resolution bert-toy mobilenet_v2 tiny-gpt; do cp -r "$shared/models/$m" "$dest/models/"; done
-cp "$root"/scripts/gpu_check.sh "$dest/scripts/"
+cp "$root"/scripts/gpu_*.sh "$dest/scripts/"
 cp "$root"/bench/{run_cuda.sh,cuda_torch.py,cuda_report.py,export_models.py} "$dest/bench/"
 ops='slice|cast|depthtospace|spacetodepth|conv|layer_normalization|softmax|relu|add|mul|sub|div|gelu|erf|sigmoid|tanh|clip|transpose|gather|concat|reshape|matmul|gemm|maxpool|averagepool|globalaveragepool'
 grep -E "^test_($ops)" "$root/tests/conformance/node.engine.pass" | while read -r t; do

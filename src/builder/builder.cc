@@ -46,9 +46,15 @@ Shape shape_of(const ir::ValueType& t) {
 }
 
 // ---- the global knobs ----
-// Passes whose fused op has no CUDA tactic yet: on the CUDA backend they default to off, since
-// their node would run on the host (host_reference) between device steps.
-bool pass_has_no_cuda_tactic(const std::string& name) { return name == "fuse_attention" || name == "fuse_elementwise"; }
+// Passes off by default on CUDA, and why: fuse_elementwise's FusedElementwise has no CUDA tactic
+// yet; fuse_attention's does (cuda_fused), but lost to the unfused cuBLASLt route on an H200
+// (BERT-base fp16: 1.061 against 1.040 ms at batch 1, 3.022 against 2.795 at batch 8): the tuner
+// tries it.
+const char* cuda_default_off(const std::string& name) {
+  if (name == "fuse_elementwise") return " (off by default on CUDA: no CUDA tactic for its fused op yet)";
+  if (name == "fuse_attention") return " (off by default on CUDA: its kernel measured slower than cuBLASLt's batched GEMMs)";
+  return nullptr;
+}
 
 void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   std::vector<std::string> threads;
@@ -85,17 +91,22 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
                "capture the engine's steps into a CUDA graph once and replay it (one launch per run instead of one "
                "per kernel); engines with host_reference steps stay eager",
                KnobScope::global});
-  // The layout tactics are CPU tactics: CUDA plans stay nchw.
-  space.add({"layout.default", backend == kernels::Backend::cpu ? layout_values() : std::vector<std::string>{"nchw"},
-             backend == kernels::Backend::cpu ? "nhwc" : "nchw",
+  if (backend == kernels::Backend::cuda)
+    space.add({"cuda.workspace_mb", {"0", "4", "16", "64", "256", "1024"}, "1024",
+               "device scratch a tactic may use (MiB); tactics needing more are skipped and the build report lists "
+               "them (cuBLASLt asks for up to 64, cuDNN's FFT algorithms for hundreds)",
+               KnobScope::global});
+  space.add({"layout.default", layout_values(backend), default_layout(backend),
              std::string("activation layout of the convolutions (see layout.<node>) and the pooling, Concat and "
-                         "elementwise ops between them; blocked = ") +
-                 ir::layout_name(blocked_layout()) + " here; Reformat steps convert where a consumer needs another",
+                         "elementwise ops between them") +
+                 (backend == kernels::Backend::cpu ? std::string("; blocked = ") + ir::layout_name(blocked_layout()) + " here"
+                                                   : std::string()) +
+                 "; Reformat steps convert where a consumer needs another",
              KnobScope::global});
   for (const Pass& p : pass_pipeline()) {
-    const bool on = p.default_on && !(backend == kernels::Backend::cuda && pass_has_no_cuda_tactic(p.name));
-    space.add({std::string("pass.") + p.name, {"on", "off"}, on ? "on" : "off",
-               std::string(p.help) + (on != p.default_on ? " (off by default on CUDA: no CUDA tactic for its fused op yet)" : ""),
+    const char* off = backend == kernels::Backend::cuda ? cuda_default_off(p.name) : nullptr;
+    const bool on = p.default_on && !off;
+    space.add({std::string("pass.") + p.name, {"on", "off"}, on ? "on" : "off", std::string(p.help) + (off ? off : ""),
                KnobScope::global});
   }
 }
@@ -302,7 +313,7 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   // Layouts last: they follow the nodes and dtypes the fusions and precision leave (a bf16 or
   // int8 node and its casts stay nchw).
   LayoutReport lr;
-  TAC_RETURN_IF_ERROR(apply_layouts(m, route, static_cast<int>(route.get_int("threads")), &lr));
+  TAC_RETURN_IF_ERROR(apply_layouts(m, route, static_cast<int>(route.get_int("threads")), &lr, opts.backend));
   for (std::string& line : lr.log) ctx.log.push_back(std::move(line));
   if (report) {
     report->reformats = lr.reformats;
@@ -623,14 +634,15 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   // Variants 2, 3, 4: every candidate in bf16 / int8 / fp16, so that routes can pin the
   // lower-precision tactics of the nodes variants 0 and 1 name (the casts they add get no knobs
   // of their own).
-  // Variant 5: the default route in layout nchw, whose convolutions take the tactics that read
-  // nchw only (a pin on one keeps its node nchw, see layout.cc): searched like variant 0's.
+  // Variant 5: the default route in the other layout (CPU: nchw, whose convolutions take the
+  // tactics that read nchw only, a pin on one keeps its node nchw, see layout.cc; CUDA: nhwc, whose
+  // pooling and elementwise nodes take the layout tactics): searched like variant 0's.
   const std::vector<std::string> lowp = precision_values(opts.backend);
   for (int variant = 0; variant < 6; ++variant) {
     Route r;
     if (variant == 5) {
-      if (opts.backend != kernels::Backend::cpu) continue;
-      r.values["layout.default"] = "nchw";
+      if (layout_knobs.empty()) continue;  // no convolution changes layout: the same graph as variant 0's
+      r.values["layout.default"] = default_layout(opts.backend) == "nchw" ? "nhwc" : "nchw";
     }
     if (variant == 1)
       for (const Pass& p : pass_pipeline())
@@ -654,11 +666,11 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
                                    n.op_type + ": the precision this node computes in (default: precision.default)",
                                    KnobScope::node, "precision:" + node_signature(g->graph, n)});
       }
-    if (variant == 0 && opts.backend == kernels::Backend::cpu)
+    if (variant == 0)
       for (const ir::Node& n : g->graph.nodes) {
-        if (!layout_candidate(g->graph, n)) continue;
+        if (!layout_candidate(g->graph, n, opts.backend)) continue;
         std::vector<std::string> vals = {"default"};
-        for (const std::string& l : layout_values()) vals.push_back(l);
+        for (const std::string& l : layout_values(opts.backend)) vals.push_back(l);
         layout_knobs.push_back({"layout." + n.name, vals, "default",
                                 n.op_type + ": the activation layout this node runs in (default: layout.default)",
                                 KnobScope::node, "layout:" + node_signature(g->graph, n)});
@@ -742,9 +754,12 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     for (int v : implicit_inputs(g, n)) step.inputs.push_back(v);
     step.outputs = n.outputs;
     kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
+    if (opts.backend == kernels::Backend::cuda) desc.workspace_limit = static_cast<size_t>(view.get_int("cuda.workspace_mb")) << 20;
     TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
     step.dynamic = desc.dynamic;
     Ranked ranked = rank_tactics(desc, opts.planted_faults, opts.backend);
+    for (const std::string& why : ranked.not_applicable)
+      if (why.find("cuda.workspace_mb=") != std::string::npos) plan.report.workspace_skipped.push_back(n.name + ": " + why);
     if (prune > 0 && static_cast<int64_t>(ranked.candidates.size()) > prune) ranked.candidates.resize(static_cast<size_t>(prune));
     if (ranked.candidates.empty())
       return unsupported(n.label() + ": no tactic applies" +
@@ -766,19 +781,17 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
                                        " under this route; " + pinned + " is a tactic of another op)");
         pinned.clear();
       }
-      // A pin on a tactic of the layout table (onednn_pool, raw_buffer) is inactive on a node
-      // this route keeps nchw (a neighbour's pin or layout.<node>=nchw ended the region).
-      const bool nchw_node = n.outputs.empty() || n.outputs[0] == ir::kNoValue ||
-                             g.values[static_cast<size_t>(n.outputs[0])].layout == ir::Layout::nchw;
-      if (nchw_node)
-        for (const kernels::Tactic& t : kernels::layout_tactics())
-          if (t.op == n.op && pinned == t.name) {
-            plan.report.inactive.push_back("tactic." + n.name + "=" + pinned + " (" + n.name +
-                                           " runs in nchw under this route; " + pinned +
-                                           " runs nhwc or blocked activations)");
-            pinned.clear();
-            break;
-          }
+      // A pin on a layout tactic of a pool, Concat or elementwise node (onednn_pool, raw_buffer,
+      // cuda_nhwc: they run nhwc or blocked activations only; the convolutions' layout tactics
+      // run nchw too) is inactive on a node this route keeps nchw (a neighbour's pin or
+      // layout.<node>=nchw ended the region).
+      const bool conv = n.op == ir::OpKind::Conv || n.op == ir::OpKind::FusedConv;
+      if (desc.plain() && !conv && !pinned.empty())
+        if (const kernels::Tactic* t = kernels::find_tactic(n.op, pinned, opts.backend); t && t->layouts) {
+          plan.report.inactive.push_back("tactic." + n.name + "=" + pinned + " (" + n.name +
+                                         " runs in nchw under this route; " + pinned + " runs nhwc or blocked activations)");
+          pinned.clear();
+        }
     }
     if (!pinned.empty() && pinned != "auto") {
       for (const auto& [t, cost] : ranked.candidates)

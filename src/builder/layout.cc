@@ -17,27 +17,31 @@ const ir::Value& value(const ir::Graph& g, int v) { return g.values[static_cast<
 bool is_const(const ir::Graph& g, int v) { return v != ir::kNoValue && value(g, v).initializer.has_value(); }
 bool is_conv(const ir::Node& n) { return n.op == OpKind::Conv || n.op == OpKind::FusedConv; }
 
-bool f32_rank4(const ir::Graph& g, int v) {
+// A 4-D float activation of known shape the backend's layouts take: fp32 (CUDA: fp16, bf16 too).
+bool float_rank4(const ir::Graph& g, int v, kernels::Backend b) {
   if (v == ir::kNoValue) return false;
   const ir::ValueType& t = value(g, v).type;
-  if (t.kind != ir::ValueKind::tensor || t.dtype != DType::float32 || !t.has_shape || t.dims.size() != 4) return false;
+  const bool dtype_ok = t.dtype == DType::float32 ||
+                        (b == kernels::Backend::cuda && (t.dtype == DType::float16 || t.dtype == DType::bfloat16));
+  if (t.kind != ir::ValueKind::tensor || !dtype_ok || !t.has_shape || t.dims.size() != 4) return false;
   for (const ir::Dim& d : t.dims)
     if (!d.known() || d.value <= 0) return false;
   return true;
 }
 
-Result<Layout> layout_of_value(const std::string& knob, const std::string& v) {
+Result<Layout> layout_of_value(const std::string& knob, const std::string& v, kernels::Backend b) {
   if (v == "nchw") return Layout::nchw;
   if (v == "nhwc") return Layout::nhwc;
-  if (v == "blocked") return blocked_layout();
+  if (v == "blocked" && b == kernels::Backend::cpu) return blocked_layout();
+  if (v == "blocked") return invalid_argument("route: " + knob + "=blocked: blocked layouts are the CPU's; cuda takes nchw or nhwc");
   return invalid_argument("route: " + knob + "=" + v + ": expected nchw, nhwc or blocked");
 }
 
 // Ops other than convolutions that some layout tactic may run in nhwc / blocked.
-bool layout_op(const ir::Node& n) {
+bool layout_op(const ir::Node& n, kernels::Backend b) {
   if (!n.domain.empty() && n.domain != ir::kInternalDomain) return false;
   if (is_conv(n) || n.op == OpKind::Reformat) return false;
-  for (const kernels::Tactic* t : kernels::tactics_for(n.op))
+  for (const kernels::Tactic* t : kernels::tactics_for(n.op, b))
     if (t->layouts) return true;
   return false;
 }
@@ -45,13 +49,13 @@ bool layout_op(const ir::Node& n) {
 // Whether some layout tactic (or `pinned`, when given) runs `n` reading its inputs in `in` and
 // writing `out` (only output 0 may be non-nchw).
 bool runs_in(const ir::Graph& g, const ir::Node& n, const std::vector<Layout>& in, Layout out, int threads,
-             const kernels::Tactic* pinned) {
+             const kernels::Tactic* pinned, kernels::Backend b) {
   kernels::StepDesc s = step_desc(g, n, n.inputs, threads);
   s.in_layouts = in;
   s.out_layouts.assign(n.outputs.size(), Layout::nchw);
   if (!s.out_layouts.empty()) s.out_layouts[0] = out;
   if (pinned) return pinned->layouts && pinned->applies(s).is_ok();
-  for (const kernels::Tactic* t : kernels::tactics_for(n.op))
+  for (const kernels::Tactic* t : kernels::tactics_for(n.op, b))
     if (t->layouts && t->applies(s).is_ok()) return true;
   return false;
 }
@@ -65,7 +69,7 @@ struct Assignment {
 // `target`: per node, the layout a convolution should run in (nchw for the rest). Pure: the
 // graph is only read.
 Assignment assign(const ir::Graph& g, const std::vector<Layout>& target, const std::vector<const kernels::Tactic*>& pinned,
-                  int threads) {
+                  int threads, kernels::Backend b) {
   Assignment a;
   a.out.assign(g.nodes.size(), Layout::nchw);
   a.in.resize(g.nodes.size());
@@ -80,12 +84,12 @@ Assignment assign(const ir::Graph& g, const std::vector<Layout>& target, const s
       const Layout L = target[i];
       const int x = n.inputs[0];
       const int64_t c = value(g, x).type.dims[1].value;
-      // A plain input of few channels is read as it is (oneDNN's first-layer kernels).
-      in[0] = cur_of(x) == Layout::nchw && c < 8 ? Layout::nchw : L;
+      // CPU: a plain input of few channels is read as it is (oneDNN's first-layer kernels).
+      in[0] = b == kernels::Backend::cpu && cur_of(x) == Layout::nchw && c < 8 ? Layout::nchw : L;
       if (n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue) in[3] = L;
-      if (runs_in(g, n, in, L, threads, pinned[i])) out = L;
+      if (runs_in(g, n, in, L, threads, pinned[i], b)) out = L;
       else in.assign(n.inputs.size(), Layout::nchw);
-    } else if (layout_op(n) && n.outputs.size() >= 1 && f32_rank4(g, n.outputs[0])) {
+    } else if (layout_op(n, b) && n.outputs.size() >= 1 && float_rank4(g, n.outputs[0], b)) {
       // The layout most activation inputs are in, if it costs no more reformats than nchw.
       std::map<Layout, int> count;
       int acts = 0;
@@ -102,7 +106,7 @@ Assignment assign(const ir::Graph& g, const std::vector<Layout>& target, const s
         std::vector<Layout> try_in(n.inputs.size(), Layout::nchw);
         for (size_t k = 0; k < n.inputs.size(); ++k)
           if (n.inputs[k] != ir::kNoValue && !is_const(g, n.inputs[k])) try_in[k] = best;
-        if (runs_in(g, n, try_in, best, threads, pinned[i])) {
+        if (runs_in(g, n, try_in, best, threads, pinned[i], b)) {
           in = try_in;
           out = best;
         }
@@ -139,23 +143,34 @@ bool reaches_conv_in_layout(const ir::Graph& g, const std::vector<std::vector<in
 
 }  // namespace
 
-std::vector<std::string> layout_values() { return {"nchw", "nhwc", "blocked"}; }
+std::vector<std::string> layout_values(kernels::Backend backend) {
+  if (backend == kernels::Backend::cuda) return {"nchw", "nhwc"};
+  return {"nchw", "nhwc", "blocked"};
+}
+
+// nhwc on both: CPU 0.59-0.90 of nchw's time on the zoo CNNs (bench/results/layout-cpu-*); CUDA
+// fp16 ResNet-50 0.639 -> 0.447 ms at batch 1, 3.994 -> 3.281 at batch 32 on an H200 (cuDNN's
+// tensor-core kernels read nhwc natively; bench/results/cuda-2026-12-03-nhwc.md).
+std::string default_layout(kernels::Backend backend) {
+  (void)backend;
+  return "nhwc";
+}
 
 Layout blocked_layout() { return kernels::cpu_features().avx512 ? Layout::nchw16c : Layout::nchw8c; }
 
-bool layout_candidate(const ir::Graph& g, const ir::Node& n) {
+bool layout_candidate(const ir::Graph& g, const ir::Node& n, kernels::Backend backend) {
   if (!is_conv(n) || n.inputs.size() < 2 || n.outputs.empty()) return false;
   if (n.attr("x_scale")) return false;  // int8 (precision rewrite)
-  return f32_rank4(g, n.inputs[0]) && f32_rank4(g, n.outputs[0]) && is_const(g, n.inputs[1]);
+  return float_rank4(g, n.inputs[0], backend) && float_rank4(g, n.outputs[0], backend) && is_const(g, n.inputs[1]);
 }
 
-Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutReport* report) {
+Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutReport* report, kernels::Backend backend) {
   ir::Graph& g = m.graph;
   LayoutReport local;
   if (!report) report = &local;
   // Which layout each convolution should run in, and whether layout.<node> asked for it.
   const std::string def_text = route.get("layout.default");
-  TAC_ASSIGN_OR_RETURN(const Layout def, layout_of_value("layout.default", def_text.empty() ? "nchw" : def_text));
+  TAC_ASSIGN_OR_RETURN(const Layout def, layout_of_value("layout.default", def_text.empty() ? "nchw" : def_text, backend));
   std::vector<Layout> target(g.nodes.size(), Layout::nchw);
   std::vector<bool> pinned_layout(g.nodes.size(), false);
   std::vector<const kernels::Tactic*> pinned_tactic(g.nodes.size(), nullptr);
@@ -169,21 +184,23 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
     // A pinned tactic decides whether its node can follow a layout (pools, Concats and
     // elementwise ops too: a pin on a tactic that reads nchw only keeps the node nchw).
     const std::string tactic = route.get("tactic." + n.name);
-    if (!tactic.empty() && tactic != "auto") pinned_tactic[i] = kernels::find_tactic(n.op, tactic);
-    if (!layout_candidate(g, n)) {
+    if (!tactic.empty() && tactic != "auto") pinned_tactic[i] = kernels::find_tactic(n.op, tactic, backend);
+    if (!layout_candidate(g, n, backend)) {
       if (!explicit_layout || v == "nchw") continue;
       // The precision rewrite lowered it (bf16 inputs or int8 scales): precision.<node> wins.
       const bool lowered = is_conv(n) && (n.attr("x_scale") || (n.inputs[0] != ir::kNoValue &&
                                                                  value(g, n.inputs[0]).type.dtype != DType::float32));
       if (!lowered)
         return invalid_argument("route: " + knob + "=" + v + ": " + n.label() +
-                                " cannot change layout (layouts apply to 2-D fp32 convolutions with constant weights)");
+                                " cannot change layout (layouts apply to 2-D " +
+                                (backend == kernels::Backend::cpu ? "fp32" : "fp32/fp16/bf16") +
+                                " convolutions with constant weights)");
       report->log.push_back("layout: " + n.name + " stays nchw: it computes in lower precision (precision.*)");
       continue;
     }
     Layout l = def;
     if (explicit_layout) {
-      TAC_ASSIGN_OR_RETURN(l, layout_of_value(knob, v));
+      TAC_ASSIGN_OR_RETURN(l, layout_of_value(knob, v, backend));
     }
     if (l != Layout::nchw && pinned_tactic[i] && !pinned_tactic[i]->layouts) {
       report->log.push_back("layout: " + n.name + " stays nchw: tactic." + n.name + "=" + tactic + " reads nchw only");
@@ -205,7 +222,7 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
     if (!n.outputs.empty() && n.outputs[0] != ir::kNoValue) producer[static_cast<size_t>(n.outputs[0])] = n.index;
   Assignment a;
   for (size_t round = 0; round <= g.nodes.size(); ++round) {
-    a = assign(g, target, pinned_tactic, threads);
+    a = assign(g, target, pinned_tactic, threads, backend);
     bool changed = false;
     for (const ir::Node& n : g.nodes) {
       const size_t i = static_cast<size_t>(n.index);

@@ -13,9 +13,11 @@
 // kernels do. Against ping-pong: a convolution in L by layout.default whose input must be
 // reformatted into L and whose output is reformatted away from L by every consumer goes back
 // to nchw (two reformats for one layer); layout.<node> keeps it, the tuner decides.
-// A tactic.<node> pin that reads nchw only (every conv tactic but onednn), and a lower precision
-// (precision.*: layouts are fp32's), keep the node in nchw (logged): routes that pin tactics or
-// precisions and choose layouts always build.
+// A tactic.<node> pin that reads nchw only (every conv tactic but onednn), and on the CPU a lower
+// precision (precision.*: the CPU's layouts are fp32's), keep the node in nchw (logged): routes
+// that pin tactics or precisions and choose layouts always build.
+// On CUDA: nchw and nhwc (no blocked layouts), in fp32, fp16 and bf16 alike (cuDNN's NHWC
+// convolutions, the cuda_nhwc pooling kernels, raw_buffer, Reformat as a 4-D transpose).
 #pragma once
 
 #include <map>
@@ -24,17 +26,20 @@
 
 #include "builder/knobs.h"
 #include "ir/graph.h"
+#include "kernels/tactic.h"
 
 namespace tac::builder {
 
-// Values of layout.default: nchw, nhwc, blocked.
-std::vector<std::string> layout_values();
+// Values of layout.default: nchw, nhwc, blocked (CPU); nchw, nhwc (CUDA).
+std::vector<std::string> layout_values(kernels::Backend backend = kernels::Backend::cpu);
+// layout.default's default: nhwc on both backends (measured; see layout.cc).
+std::string default_layout(kernels::Backend backend);
 // The layout "blocked" means on this CPU: nchw16c with AVX-512, else nchw8c.
 ir::Layout blocked_layout();
 
 // True when `n` (graph after passes and precision, shapes known) is a convolution the layout
-// knobs apply to: 2-D fp32 Conv / FusedConv with constant weights.
-bool layout_candidate(const ir::Graph& g, const ir::Node& n);
+// knobs apply to: 2-D Conv / FusedConv with constant weights, fp32 (CUDA: fp32, fp16, bf16).
+bool layout_candidate(const ir::Graph& g, const ir::Node& n, kernels::Backend backend = kernels::Backend::cpu);
 
 struct LayoutReport {
   int reformats = 0;
@@ -45,6 +50,7 @@ struct LayoutReport {
 // Rewrites `m` in place for `route` (layout.default, layout.<node>, tactic.<node>). Errors
 // (invalid_argument) name the knob and the node: a layout.<node> for a node that cannot run in
 // it. `threads`: the plan's, for the tactic checks.
-Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutReport* report);
+Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutReport* report,
+                     kernels::Backend backend = kernels::Backend::cpu);
 
 }  // namespace tac::builder

@@ -55,6 +55,8 @@ struct BuildReport {
   int quantizes = 0;  // QuantizeLinear steps (fp32 -> int8) it inserted
   std::string calibration;  // where int8 scales came from ("" when no node is int8)
   std::vector<std::string> inactive;  // route settings that did not apply (see active_route)
+  // "node: tactic: needs N MiB of workspace, over ..." for each tactic cuda.workspace_mb ruled out
+  std::vector<std::string> workspace_skipped;
   double build_ms = 0;
 };
 

@@ -303,13 +303,15 @@ bool follows_low(const ir::Node& n, size_t input) {
       return input == 0;
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
     case OpKind::Concat: case OpKind::LayerNormalization: case OpKind::Clip:
+    case OpKind::FusedAttention:  // Q, K, V and the mask (its CUDA kernel takes them in one type)
       return true;
     default:
       return false;
   }
 }
 bool follows_low(const ir::Node& n) {
-  if (n.domain != "" || n.outputs.empty()) return false;
+  const bool ours = n.domain == ir::kInternalDomain && n.op == OpKind::FusedAttention;
+  if ((n.domain != "" && !ours) || n.outputs.empty()) return false;
   for (size_t k = 1; k < n.outputs.size(); ++k)
     if (n.outputs[k] != ir::kNoValue) return false;
   return follows_low(n, 0);

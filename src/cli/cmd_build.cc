@@ -42,6 +42,10 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
   }
   std::printf("casts inserted: %d (fp32<->bf16), quantizes: %d (fp32->int8)\n", plan.report.casts, plan.report.quantizes);
   for (const std::string& s : plan.report.inactive) std::printf("inactive route setting: %s\n", s.c_str());
+  if (!plan.report.workspace_skipped.empty()) {
+    std::printf("tactics skipped by the workspace limit: %zu\n", plan.report.workspace_skipped.size());
+    for (const std::string& s : plan.report.workspace_skipped) std::printf("  %s\n", s.c_str());
+  }
   if (!plan.report.calibration.empty()) std::printf("int8 calibration: %s\n", plan.report.calibration.c_str());
   std::printf("tactics (op/tactic: steps):\n");
   for (const auto& [k, c] : tactic_count) std::printf("  %-40s %d\n", k.c_str(), c);

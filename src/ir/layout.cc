@@ -25,24 +25,28 @@ Tensor to_layout(const Tensor& plain, Layout l) {
   if (l == Layout::nchw || s.size() != 4) return plain;
   Tensor out = Tensor::create(plain.dtype(), {physical_numel(s, l)}).value();
   std::memset(out.raw(), 0, out.bytes());
-  const float* src = plain.data<float>();
-  float* dst = out.data<float>();
+  const size_t e = dtype_size(plain.dtype());
+  const auto* src = static_cast<const unsigned char*>(plain.raw());
+  auto* dst = static_cast<unsigned char*>(out.raw());
   for (int64_t n = 0, i = 0; n < s[0]; ++n)
     for (int64_t c = 0; c < s[1]; ++c)
       for (int64_t h = 0; h < s[2]; ++h)
-        for (int64_t w = 0; w < s[3]; ++w, ++i) dst[layout_offset(s, l, n, c, h, w)] = src[i];
+        for (int64_t w = 0; w < s[3]; ++w, ++i)
+          std::memcpy(dst + static_cast<size_t>(layout_offset(s, l, n, c, h, w)) * e, src + static_cast<size_t>(i) * e, e);
   return out;
 }
 
 Tensor from_layout(const Tensor& physical, const Shape& s, Layout l) {
   if (l == Layout::nchw || s.size() != 4) return physical.reshaped(s).clone();
   Tensor out = Tensor::create(physical.dtype(), s).value();
-  const float* src = physical.data<float>();
-  float* dst = out.data<float>();
+  const size_t e = dtype_size(physical.dtype());
+  const auto* src = static_cast<const unsigned char*>(physical.raw());
+  auto* dst = static_cast<unsigned char*>(out.raw());
   for (int64_t n = 0, i = 0; n < s[0]; ++n)
     for (int64_t c = 0; c < s[1]; ++c)
       for (int64_t h = 0; h < s[2]; ++h)
-        for (int64_t w = 0; w < s[3]; ++w, ++i) dst[i] = src[layout_offset(s, l, n, c, h, w)];
+        for (int64_t w = 0; w < s[3]; ++w, ++i)
+          std::memcpy(dst + static_cast<size_t>(i) * e, src + static_cast<size_t>(layout_offset(s, l, n, c, h, w)) * e, e);
   return out;
 }
 

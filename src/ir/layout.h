@@ -39,7 +39,7 @@ inline int64_t layout_offset(const Shape& s, Layout l, int64_t n, int64_t c, int
   return ((n * C + c) * H + h) * W + w;
 }
 
-// The buffer of a float32 value of logical shape `s` in layout `l`, from / to its plain data
+// The buffer of a value of logical shape `s` in layout `l` (any dtype), from / to its plain data
 // (rank-4 only; padded channels written as zeros). The loops every faster path is tested against.
 Tensor to_layout(const Tensor& plain, Layout l);
 Tensor from_layout(const Tensor& physical, const Shape& logical, Layout l);

@@ -17,7 +17,7 @@ std::vector<const Tactic*> tactics_for(ir::OpKind op, Backend backend, bool plan
   std::vector<const Tactic*> out;
   // Explicit list of the CUDA family tables; the host fallback goes last.
   for (std::span<const Tactic> table :
-       {cuda_gemm_tactics(), cuda_conv_tactics(), cuda_elementwise_tactics(), cuda_reference_tactics()})
+       {cuda_gemm_tactics(), cuda_conv_tactics(), cuda_elementwise_tactics(), cuda_attention_tactics(), cuda_reference_tactics()})
     for (const Tactic& t : table)
       if (t.op == op) out.push_back(&t);
   return out;
@@ -57,6 +57,7 @@ const Tactic* find_tactic(ir::OpKind op, const std::string& name) { return find_
 std::span<const Tactic> cuda_gemm_tactics() { return {}; }
 std::span<const Tactic> cuda_conv_tactics() { return {}; }
 std::span<const Tactic> cuda_elementwise_tactics() { return {}; }
+std::span<const Tactic> cuda_attention_tactics() { return {}; }
 std::span<const Tactic> cuda_reference_tactics() { return {}; }
 #endif
 

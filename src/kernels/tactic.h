@@ -43,6 +43,9 @@ struct StepDesc {
   // Per input / output: the layout of its buffer (empty or short: nchw). Shapes stay logical;
   // only tactics with Tactic::layouts set are offered steps with a non-nchw layout.
   std::vector<ir::Layout> in_layouts, out_layouts;
+  // Bytes of scratch a tactic may ask for (Kernel::workspace_bytes; the route's cuda.workspace_mb
+  // on CUDA): a tactic needing more is not applicable, saying so with workspace_over_limit().
+  size_t workspace_limit = SIZE_MAX;
   // A dynamic step: some input or output is known only at run time. Only tactics that take
   // run-time shapes (Tactic::dynamic_shapes) are offered, and the engine calls run_dynamic().
   bool dynamic = false;
@@ -106,6 +109,12 @@ const Tactic* find_tactic(ir::OpKind op, const std::string& name, Backend backen
 
 // Helpers for tactic implementations.
 inline Status not_applicable(std::string why) { return Status(ErrorKind::not_applicable, std::move(why)); }
+// The not_applicable of a tactic needing `need` bytes of workspace over StepDesc::workspace_limit
+// (its message names cuda.workspace_mb: the build report lists these skips).
+inline Status workspace_over_limit(size_t need, size_t limit) {
+  return not_applicable("needs " + std::to_string((need + (1u << 20) - 1) >> 20) + " MiB of workspace, over the route's " +
+                        "limit (cuda.workspace_mb=" + std::to_string(limit >> 20) + ")");
+}
 // Unique CPU features, checked once (AVX-512 F/BW/VL/DQ, AVX-512 BF16, VNNI, AVX2+FMA).
 struct CpuFeatures {
   bool avx2_fma = false;
@@ -128,6 +137,7 @@ std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
 // CUDA tables (empty spans in a build without CUDA): src/kernels/<family>/cuda_*.cc.
 std::span<const Tactic> cuda_gemm_tactics();         // cuBLASLt
 std::span<const Tactic> cuda_conv_tactics();         // cuDNN
+std::span<const Tactic> cuda_attention_tactics();    // FusedAttention, own kernel
 std::span<const Tactic> cuda_elementwise_tactics();  // our own kernels and data movement
 std::span<const Tactic> cuda_reference_tactics();    // host_reference: any op, through the host
 

@@ -61,14 +61,16 @@ Tensor random_tensor(DType dtype, Shape shape, uint64_t seed) {
 }
 
 namespace {
-// A CUDA tactic's run: inputs copied to device memory, outputs poisoned there, the kernel run on
-// the stream, the outputs copied back into r.outputs.
-Status run_on_device(Kernel& kernel, const std::vector<Tensor>& inputs, TacticCheck& r) {
+// A CUDA tactic's run: inputs copied to device memory (in the step's layouts), outputs poisoned
+// there, the kernel run on the stream, the outputs copied back into r.outputs (as plain nchw).
+Status run_on_device(Kernel& kernel, const StepDesc& step, const std::vector<Tensor>& inputs, TacticCheck& r) {
   std::vector<cuda::DeviceBuffer> bufs;
   std::vector<TensorView> in_views, out_views;
-  for (const Tensor& t : inputs) {
-    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(t.empty() ? 0 : t.bytes()));
-    if (!t.empty()) TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), t.raw(), t.bytes()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const Tensor physical = t.empty() ? t : ir::to_layout(t, step.in_layout(i));
+    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(t.empty() ? 0 : physical.bytes()));
+    if (!t.empty()) TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), physical.raw(), physical.bytes()));
     in_views.push_back(TensorView{t.empty() ? nullptr : b.get(), t.dtype(), t.shape()});
     bufs.push_back(std::move(b));
   }
@@ -80,12 +82,15 @@ Status run_on_device(Kernel& kernel, const std::vector<Tensor>& inputs, TacticCh
   }
   TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer ws, cuda::DeviceBuffer::allocate(kernel.workspace_bytes()));
   TAC_RETURN_IF_ERROR(kernel.run(in_views, out_views, ws.get()));
+  std::vector<Tensor> physical;
   for (size_t k = 0; k < r.expected.size(); ++k) {
-    Tensor o = Tensor::create(r.expected[k].dtype(), r.expected[k].shape()).value();
+    Tensor o = Tensor::create(r.expected[k].dtype(), {ir::physical_numel(r.expected[k].shape(), step.out_layout(k))}).value();
     TAC_RETURN_IF_ERROR(cuda::copy_to_host(o.raw(), out_views[k].data, o.bytes()));
-    r.outputs.push_back(o);
+    physical.push_back(o);
   }
-  return cuda::synchronize();
+  TAC_RETURN_IF_ERROR(cuda::synchronize());
+  for (size_t k = 0; k < physical.size(); ++k) r.outputs.push_back(ir::from_layout(physical[k], r.expected[k].shape(), step.out_layout(k)));
+  return Status::ok();
 }
 }  // namespace
 
@@ -148,7 +153,7 @@ TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::
     return r;
   }
   if (tactic.backend == Backend::cuda) {
-    r.status = run_on_device(**kernel, inputs, r);
+    r.status = run_on_device(**kernel, step, inputs, r);
     if (!r.status) return r;
   } else {
   std::vector<TensorView> in_views, out_views;

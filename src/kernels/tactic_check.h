@@ -20,7 +20,7 @@ struct TacticCheck {
 // Runs `tactic` on `node` with `inputs` (inputs[i] is used as a constant, i.e. visible to
 // prepare(), when const_mask[i] is true) and the reference kernel on the same inputs; shapes of
 // the outputs come from the reference run.
-// `in_layouts` / `out_layout` (CPU tactics): the tactic reads the non-constant inputs and writes
+// `in_layouts` / `out_layout` (CPU and CUDA tactics): the tactic reads the non-constant inputs and writes
 // output 0 in these layouts (ir/layout.h); the harness converts with the plain loops of
 // ir::to_layout / from_layout, and a blocked output whose padded channels are not zero fails.
 TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::vector<Tensor>& inputs,

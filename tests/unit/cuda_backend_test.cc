@@ -123,6 +123,10 @@ TEST(CudaBackend, KnobSpaceListsCudaTacticsOrSaysWhyNot) {
   EXPECT_NE(std::find(fc->values.begin(), fc->values.end(), "cublaslt_h0"), fc->values.end());
   EXPECT_NE(std::find(fc->values.begin(), fc->values.end(), "host_reference"), fc->values.end());
   EXPECT_EQ(std::find(fc->values.begin(), fc->values.end(), "reference"), fc->values.end());
+  EXPECT_NE(space->find("cuda.workspace_mb"), nullptr);
+  auto cpu = builder::knob_space(small_cnn(), builder::BuildOptions{});
+  ASSERT_TRUE(cpu.is_ok());
+  EXPECT_EQ(cpu->find("cuda.workspace_mb"), nullptr);
 }
 
 
@@ -654,6 +658,43 @@ TEST(CudaEngine, SmallCnnMatchesTheReferenceAndPlansRoundTrip) {
   EXPECT_EQ(test::compare_outputs(*got2, *got, 0, 0), "");
 }
 
+
+// cuda.workspace_mb: tactics needing more scratch are skipped, and the build report lists them
+// (a hidden pruning made visible); the engine still builds and matches the reference.
+TEST(CudaEngine, WorkspaceLimitSkipsTacticsAndSaysSo) {
+  REQUIRE_DEVICE();
+  ir::Model m = small_cnn();
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  auto space = builder::knob_space(m, opts);
+  ASSERT_TRUE(space.is_ok());
+  ASSERT_NE(space->find("cuda.workspace_mb"), nullptr);
+  // A cuDNN algorithm that needs workspace on the conv (FFT, or Winograd unfused): pinned with no
+  // limit it builds; at 0 the pin is refused as no candidate.
+  std::string pin;
+  for (const builder::Knob& k : space->knobs())
+    for (const char* t : {"cudnn_fft_tiling", "cudnn_fft", "cudnn_winograd_nonfused"})
+      if (pin.empty() && k.name.rfind("tactic.", 0) == 0 && std::find(k.values.begin(), k.values.end(), t) != k.values.end()) {
+        auto e = test::build_engine(m, k.name + "=" + t, opts);
+        if (e.is_ok() && (*e)->plan().workspace_bytes > 0) pin = k.name + "=" + t;
+      }
+  ASSERT_NE(pin, "") << "no conv tactic needing workspace on this GPU";
+  auto refused = test::build_engine(m, pin + " cuda.workspace_mb=0", opts);
+  ASSERT_FALSE(refused.is_ok()) << pin;
+  EXPECT_NE(refused.status().message().find("not a candidate"), std::string::npos) << refused.status().message();
+  auto e = test::build_engine(m, "cuda.workspace_mb=0", opts);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_EQ((*e)->plan().workspace_bytes, 0);
+  EXPECT_FALSE((*e)->plan().report.workspace_skipped.empty());
+  for (const std::string& s : (*e)->plan().report.workspace_skipped)
+    EXPECT_NE(s.find("cuda.workspace_mb=0"), std::string::npos) << s;
+  auto in = test::random_inputs(**e, 52);
+  auto got = (*e)->run(in);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  auto want = test::reference_outputs(m, in);
+  ASSERT_TRUE(want.is_ok());
+  EXPECT_EQ(test::compare_outputs(*got, *want, 1e-4, 1e-4), "");
+}
 
 // fp16 and bf16 engines against the fp32 reference; CUDA graphs on and off give the same
 // outputs bit for bit; device timing with and without an L2 flush runs.

@@ -5,8 +5,11 @@
 // reference interpreter on random data, errors naming the knob).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
+#include "backends/cuda/device.h"
 #include "builder/layout.h"
 #include "builder_test_util.h"
 #include "ir/epilogue.h"
@@ -520,6 +523,211 @@ TEST(LayoutRewrite, LowerPrecisionWinsOverLayout) {
   for (const std::string& s : pinned->plan().report.pass_log) logged |= s.find("convc stays nchw") != std::string::npos;
   EXPECT_TRUE(logged);
   EXPECT_TRUE(pinned->plan().report.layouts.empty());
+}
+
+// ---------------------------------------------------------------- CUDA: nchw and nhwc
+
+// Host side (a CUDA build, no device needed): the knobs and the tactic tables.
+TEST(LayoutCuda, KnobsOfferNchwAndNhwcAndTheLayoutTactics) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  builder::BuildOptions opts;
+  opts.backend = kernels::Backend::cuda;
+  auto space = builder::knob_space(small_cnn(), opts);
+  ASSERT_TRUE(space.is_ok()) << space.status().to_string();
+  const builder::Knob* def = space->find("layout.default");
+  ASSERT_NE(def, nullptr);
+  EXPECT_EQ(def->values, (std::vector<std::string>{"nchw", "nhwc"}));
+  EXPECT_EQ(def->default_value, builder::default_layout(kernels::Backend::cuda));
+  const builder::Knob* conv = space->find("layout.convc");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->values, (std::vector<std::string>{"default", "nchw", "nhwc"}));
+  // The nhwc route's tactics are pinnable (the knob space looks at both layouts).
+  auto has = [&](const std::string& knob, const std::string& v) {
+    const builder::Knob* k = space->find(knob);
+    return k && std::find(k->values.begin(), k->values.end(), v) != k->values.end();
+  };
+  EXPECT_TRUE(has("tactic.pool0", "cuda_nhwc"));
+  EXPECT_TRUE(has("tactic.pool0", "cuda"));
+  EXPECT_TRUE(has("tactic.gap", "cuda_nhwc"));
+  EXPECT_TRUE(has("tactic.concat", "raw_buffer"));
+  EXPECT_TRUE(has("tactic.conva", "cudnn_fused") || has("tactic.conva", "cudnn_implicit_precomp_gemm"));
+  EXPECT_NE(kernels::find_tactic(ir::OpKind::Reformat, "cuda", kernels::Backend::cuda), nullptr);
+  // Blocked layouts are the CPU's: the rewrite says so, naming the knob.
+  ir::Model m = small_cnn();
+  builder::Route r;
+  r.values["layout.default"] = "blocked";
+  builder::RouteView view(r, *space);
+  auto st = builder::apply_layouts(m, view, 1, nullptr, kernels::Backend::cuda);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("layout.default=blocked"), std::string::npos) << st.message();
+}
+
+// Relative L2 distance of `got` from `want`, over every output.
+double rel_l2(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  double num = 0, den = 0;
+  for (size_t o = 0; o < want.size(); ++o)
+    for (int64_t i = 0; i < want[o].numel(); ++i) {
+      const double d = got[o].get_f64(i) - want[o].get_f64(i);
+      num += d * d;
+      den += want[o].get_f64(i) * want[o].get_f64(i);
+    }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// On the device: the CNN above in nhwc against the reference interpreter, with the region running
+// from the first convolution (CUDA reads the 3-channel input through a Reformat, no first-layer
+// exception) to the pooled vector. fp32: elementwise within 1e-4. fp16 / bf16 (activations
+// rounded at every layer, four layers deep): relative L2 within 1e-2 / 3e-2 of the reference,
+// and nhwc within the same of nchw at the same precision, with cuDNN's fused call and without.
+TEST(LayoutCuda, NhwcEnginesMatchTheReference) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device on this machine";
+  const ir::Model m = small_cnn();
+  builder::BuildOptions opts;
+  opts.backend = kernels::Backend::cuda;
+  auto space = builder::knob_space(m, opts);
+  ASSERT_TRUE(space.is_ok()) << space.status().to_string();
+  std::string fused_pins, unfused_pins;  // every convolution cuDNN's fused call takes, pinned to it / to plain precomp
+  for (const builder::Knob& k : space->knobs())
+    if (k.name.rfind("tactic.", 0) == 0 && std::find(k.values.begin(), k.values.end(), "cudnn_fused") != k.values.end()) {
+      fused_pins += " " + k.name + "=cudnn_fused";
+      unfused_pins += " " + k.name + "=cudnn_implicit_precomp_gemm";
+    }
+  EXPECT_NE(fused_pins, "");
+  const std::vector<Tensor> in = test::random_inputs(*test::build_engine(m, "", opts).value(), 1);
+  const auto want = test::reference_outputs(m, in);
+  ASSERT_TRUE(want.is_ok());
+  std::map<std::string, std::vector<Tensor>> outs;
+  for (const std::string& route : {std::string("layout.default=nhwc"), std::string("layout.default=nchw layout.convc=nhwc"),
+                                   std::string("layout.default=nchw precision.default=fp16"),
+                                   std::string("layout.default=nhwc precision.default=fp16"),
+                                   "layout.default=nhwc precision.default=fp16" + fused_pins,
+                                   "layout.default=nhwc precision.default=fp16" + unfused_pins,
+                                   std::string("layout.default=nchw precision.default=bf16"),
+                                   std::string("layout.default=nhwc precision.default=bf16")}) {
+    SCOPED_TRACE(route);
+    auto e = test::build_engine(m, route, opts);
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    const builder::Plan& p = (*e)->plan();
+    const ir::Graph& g = p.model.graph;
+    EXPECT_EQ(p.report.reformats, count_op(g, ir::OpKind::Reformat));
+    if (route.find("layout.default=nhwc") != std::string::npos) {
+      // x into the layout; out of it: the concat (a graph output) and the pooled vector.
+      EXPECT_EQ(p.report.reformats, 3) << test::op_list(g);
+      for (const builder::PlanStep& st : p.steps) {
+        const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+        if (n.op == ir::OpKind::MaxPool || n.op == ir::OpKind::GlobalAveragePool) {
+          EXPECT_STREQ(st.tactic->name, "cuda_nhwc") << n.name;
+        }
+        if (n.op == ir::OpKind::Concat) {
+          EXPECT_STREQ(st.tactic->name, "raw_buffer") << n.name;
+        }
+        if (n.op == ir::OpKind::Reformat) {
+          EXPECT_STREQ(st.tactic->name, "cuda") << n.name;
+        }
+      }
+    } else if (route.find("layout.convc") != std::string::npos) {
+      // convc (and the nodes after it up to the pool) in nhwc: the concat in, the pooled vector out.
+      EXPECT_EQ(p.report.reformats, 2) << test::op_list(g);
+    }
+    auto got = (*e)->run(in);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    const bool bf16 = route.find("bf16") != std::string::npos, fp16 = route.find("fp16") != std::string::npos;
+    if (!bf16 && !fp16) {
+      EXPECT_EQ(test::compare_outputs(*got, *want, 1e-4, 1e-4), "") << test::op_list(g);
+    } else {
+      const double e_ref = rel_l2(*got, *want);
+      std::printf("  %s: relative L2 from the fp32 reference %.3g\n", route.c_str(), e_ref);
+      EXPECT_LE(e_ref, bf16 ? 3e-2 : 1e-2) << test::op_list(g);
+      const std::string nchw_route = bf16 ? "layout.default=nchw precision.default=bf16" : "layout.default=nchw precision.default=fp16";
+      if (route != nchw_route && outs.count(nchw_route)) {
+        const double e_nchw = rel_l2(*got, outs[nchw_route]);
+        std::printf("  %s: relative L2 from nchw at the same precision %.3g\n", route.c_str(), e_nchw);
+        EXPECT_LE(e_nchw, bf16 ? 3e-2 : 1e-2);
+      }
+    }
+    outs[route] = std::move(got).value();
+  }
+}
+
+// Each CUDA layout tactic against the reference kernel, with inputs and outputs in nhwc (odd
+// channel counts; fp32 exact for data movement and pooling, 1e-4 for convolutions).
+TEST(LayoutCuda, TacticsInNhwcMatchTheReference) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device on this machine";
+  const kernels::Backend cu = kernels::Backend::cuda;
+  for (Layout from : {Layout::nchw, Layout::nhwc}) {
+    ir::Node n = make_node("Reformat", 1, 1);
+    n.domain = ir::kInternalDomain;
+    const Layout to = from == Layout::nchw ? Layout::nhwc : Layout::nchw;
+    for (DType dt : {DType::float32, DType::float16}) {
+      auto r = check_tactic(*find_tactic(ir::OpKind::Reformat, "cuda", cu), n, {random_tensor(dt, {2, 5, 7, 3}, 3)}, {false},
+                            1, {from}, to);
+      expect_close(r, 0, std::string("Reformat ") + ir::layout_name(from));
+    }
+  }
+  ir::Node mp = make_node("MaxPool", 1, 1);
+  set_attr(mp, "kernel_shape", std::vector<int64_t>{3, 3});
+  set_attr(mp, "strides", std::vector<int64_t>{2, 2});
+  set_attr(mp, "pads", std::vector<int64_t>{1, 0, 1, 1});
+  ir::Node ap = mp;
+  ap.op = ir::OpKind::AveragePool;
+  ap.op_type = "AveragePool";
+  ir::Node gap = make_node("GlobalAveragePool", 1, 1);
+  for (const ir::Node* n : {&mp, &ap, &gap}) {
+    auto r = check_tactic(*find_tactic(n->op, "cuda_nhwc", cu), *n, {random_tensor(DType::float32, {2, 13, 9, 8}, 4)}, {false},
+                          1, {Layout::nhwc}, Layout::nhwc);
+    expect_close(r, 1e-5, n->op_type + " cuda_nhwc");
+    auto plain = check_tactic(*find_tactic(n->op, "cuda_nhwc", cu), *n, {random_tensor(DType::float32, {2, 13, 9, 8}, 4)},
+                              {false});
+    EXPECT_EQ(plain.status.kind(), ErrorKind::not_applicable) << n->op_type;
+  }
+  ir::Node add = make_node("Add", 2, 1);
+  expect_close(check_tactic(*find_tactic(ir::OpKind::Add, "raw_buffer", cu), add,
+                            {random_tensor(DType::float32, {1, 11, 5, 4}, 5), random_tensor(DType::float32, {1, 11, 5, 4}, 6)},
+                            {false, false}, 1, {Layout::nhwc, Layout::nhwc}, Layout::nhwc),
+               0, "Add raw_buffer");
+  ir::Node cat = make_node("Concat", 2, 1);
+  set_attr(cat, "axis", int64_t{1});
+  expect_close(check_tactic(*find_tactic(ir::OpKind::Concat, "raw_buffer", cu), cat,
+                            {random_tensor(DType::float32, {2, 3, 5, 4}, 7), random_tensor(DType::float32, {2, 6, 5, 4}, 8)},
+                            {false, false}, 1, {Layout::nhwc, Layout::nhwc}, Layout::nhwc),
+               0, "Concat raw_buffer");
+  // Convolutions: every cuDNN algorithm that applies in nhwc, and the fused call with a
+  // residual and relu, against the reference.
+  ir::Node f = make_node("FusedConv", 4, 1);
+  f.domain = ir::kInternalDomain;
+  set_attr(f, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  set_attr(f, "activation", std::string("Relu"));
+  const std::vector<Tensor> in = {random_tensor(DType::float32, {2, 12, 10, 9}, 9), random_tensor(DType::float32, {8, 12, 3, 3}, 10),
+                                  random_tensor(DType::float32, {8}, 11), random_tensor(DType::float32, {2, 8, 10, 9}, 12)};
+  int applied = 0;
+  for (const kernels::Tactic* t : kernels::tactics_for(ir::OpKind::FusedConv, cu)) {
+    if (!t->layouts) continue;
+    auto r = check_tactic(*t, f, in, {false, true, true, false}, 1, {Layout::nhwc, Layout::nhwc, Layout::nhwc, Layout::nhwc},
+                          Layout::nhwc);
+    if (r.status.kind() == ErrorKind::not_applicable) continue;
+    ++applied;
+    const std::string name = t->name;
+    const bool transform = name.find("fft") != std::string::npos || name.find("winograd") != std::string::npos;
+    expect_close(r, transform ? 1e-2 : 1e-3, "FusedConv nhwc " + name);
+  }
+  EXPECT_GE(applied, 2);
+  // Depthwise in nhwc (our kernel; stride 2, asymmetric pads, a channel multiplier of 2, Clip).
+  ir::Node dw = make_node("FusedConv", 3, 1);
+  dw.domain = ir::kInternalDomain;
+  set_attr(dw, "group", int64_t{6});
+  set_attr(dw, "strides", std::vector<int64_t>{2, 2});
+  set_attr(dw, "pads", std::vector<int64_t>{1, 0, 1, 1});
+  set_attr(dw, "activation", std::string("Clip"));
+  set_attr(dw, "act_alpha", 0.0f);
+  set_attr(dw, "act_beta", 6.0f);
+  for (DType dt : {DType::float32, DType::float16}) {
+    auto r = check_tactic(*find_tactic(ir::OpKind::FusedConv, "cuda_depthwise", cu), dw,
+                          {random_tensor(dt, {2, 6, 11, 9}, 13), random_tensor(dt, {12, 1, 3, 3}, 14), random_tensor(DType::float32, {12}, 15)},
+                          {false, true, true}, 1, {Layout::nhwc}, Layout::nhwc);
+    expect_close(r, dt == DType::float32 ? 1e-4 : 2e-2, std::string("depthwise nhwc ") + dtype_name(dt));
+  }
 }
 
 }  // namespace

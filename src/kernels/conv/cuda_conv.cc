@@ -3,7 +3,12 @@
 // ("cuda_depthwise", cuda_depthwise.cu). Which cuDNN algorithms apply, and their default
 // ranking, come from cuDNN itself (a workspace query for support, cudnnGetConvolutionForward-
 // Algorithm_v7 for the order). FusedConv's bias, residual and activation run as our epilogue
-// kernel right after the convolution, inside the same tactic.
+// kernel right after the convolution, inside the same tactic; "cudnn_fused" does bias, relu and
+// the residual in cuDNN's one call (cudnnConvolutionBiasActivationForward).
+//
+// Layouts (builder/layout.h): every cuDNN tactic runs nchw or nhwc activations (x, y and the
+// residual alike); in nhwc the weights are uploaded once as [M][KH][KW][C/G], the layout cuDNN's
+// tensor-core kernels read natively (no transposes inside cuDNN).
 //
 // Precision: x, W, y (and the residual) all fp32, all fp16 or all bf16, as the precision rewrite
 // leaves them (builder/precision.h); bias fp32; accumulation in fp32 (compute type float). Math
@@ -14,6 +19,7 @@
 // API's engine configurations come next as further tactics.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -38,6 +44,7 @@ using cuda::kern::Elem;
 struct Conv : conv::ConvGeom {
   Elem t = Elem::f32;
   bool tf32 = false;
+  bool nhwc = false;  // x, y (and the residual) nhwc, W uploaded as [M][KH][KW][C/G] (cuDNN's NHWC filter)
 };
 
 // The geometry of an fp32, fp16 or bf16 convolution (x, W, y and the residual of one type, bias
@@ -59,6 +66,12 @@ Result<Conv> any_geom(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(static_cast<conv::ConvGeom&>(c), conv::conv_geom(f));
   const ir::Attribute* m = s.node->attr("tac_math");
   c.tf32 = c.t == Elem::f32 && m && m->s == "tf32";
+  // Layouts (builder/layout.h): x, y and the residual all nchw or all nhwc.
+  const ir::Layout l = s.out_layout(0);
+  if (l != ir::Layout::nchw && l != ir::Layout::nhwc) return not_applicable("nchw or nhwc activations");
+  if (s.in_layout(0) != l || (c.has_res && s.in_layout(3) != l)) return not_applicable("x and the residual in y's layout");
+  c.nhwc = l == ir::Layout::nhwc;
+  if (c.nhwc && (s.constants.size() < 2 || !s.constants[1])) return not_applicable("nhwc needs constant weights");
   return c;
 }
 
@@ -70,10 +83,10 @@ Result<Conv> geom(const StepDesc& s) {
 
 std::string key_of(const Conv& g) {
   char b[256];
-  std::snprintf(b, sizeof b, "%lld,%lld,%lld,%lld|%lld,%lld|%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld|%d%d", (long long)g.N,
+  std::snprintf(b, sizeof b, "%lld,%lld,%lld,%lld|%lld,%lld|%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld|%d%d%d", (long long)g.N,
                 (long long)g.C, (long long)g.H, (long long)g.W, (long long)g.M, (long long)g.G, (long long)g.KH,
                 (long long)g.KW, (long long)g.SH, (long long)g.SW, (long long)g.DH, (long long)g.DW, (long long)g.PT,
-                (long long)g.PL, static_cast<int>(g.t), g.tf32 ? 1 : 0);
+                (long long)g.PL, static_cast<int>(g.t), g.tf32 ? 1 : 0, g.nhwc ? 1 : 0);
   return b;
 }
 
@@ -103,9 +116,10 @@ Status make_descs(const Conv& g, ConvDescs& d) {
   TAC_CUDNN_CALL(cudnnCreateFilterDescriptor(&d.w));
   TAC_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&d.conv));
   const cudnnDataType_t dt = cudnn_type(g.t);
-  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, dt, i(g.N), i(g.C), i(g.H), i(g.W)));
-  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, dt, i(g.N), i(g.M), i(g.OH), i(g.OW)));
-  TAC_CUDNN_CALL(cudnnSetFilter4dDescriptor(d.w, dt, CUDNN_TENSOR_NCHW, i(g.M), i(g.Cg()), i(g.KH), i(g.KW)));
+  const cudnnTensorFormat_t f = g.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.x, f, dt, i(g.N), i(g.C), i(g.H), i(g.W)));
+  TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(d.y, f, dt, i(g.N), i(g.M), i(g.OH), i(g.OW)));
+  TAC_CUDNN_CALL(cudnnSetFilter4dDescriptor(d.w, dt, f, i(g.M), i(g.Cg()), i(g.KH), i(g.KW)));
   TAC_CUDNN_CALL(cudnnSetConvolution2dDescriptor(d.conv, i(g.PT), i(g.PL), i(g.SH), i(g.SW), i(g.DH), i(g.DW),
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   TAC_CUDNN_CALL(cudnnSetConvolutionGroupCount(d.conv, i(g.G)));
@@ -165,8 +179,11 @@ const AlgoInfo* algo_info(const Conv& g) {
 template <int A>
 Status cudnn_applies(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Conv g, geom(s));
-  if (const AlgoInfo* info = algo_info(g); info && info->rank[A] < 0)
-    return not_applicable(std::string("cuDNN does not support ") + kNames[A] + " for this convolution (or it needs over 1 GiB of workspace)");
+  if (const AlgoInfo* info = algo_info(g)) {
+    if (info->rank[A] < 0)
+      return not_applicable(std::string("cuDNN does not support ") + kNames[A] + " for this convolution (or it needs over 1 GiB of workspace)");
+    if (info->workspace[A] > s.workspace_limit) return workspace_over_limit(info->workspace[A], s.workspace_limit);
+  }
   return Status::ok();
 }
 
@@ -181,30 +198,96 @@ double cudnn_cost(const StepDesc& s) {
   return 5000.0 + g->flops() / rate + 1000.0 * rank;
 }
 
+// A constant tensor uploaded once (host memory copied before it goes out of scope).
+Result<cuda::DeviceBuffer> upload(const Tensor& host) {
+  TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(host.bytes()));
+  TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), host.raw(), host.bytes()));
+  TAC_RETURN_IF_ERROR(cuda::synchronize());
+  return b;
+}
+
+// W [M][C/G][KH][KW] as cuDNN's NHWC filter: [M][KH][KW][C/G], any element type.
+Result<cuda::DeviceBuffer> upload_khwc(const Tensor& w) {
+  const Shape& d = w.shape();
+  if (d.size() != 4) return invalid_argument("conv weights: 4-D expected");
+  const int64_t M = d[0], Cg = d[1], KH = d[2], KW = d[3];
+  const size_t e = dtype_size(w.dtype());
+  TAC_ASSIGN_OR_RETURN(Tensor host, Tensor::create(w.dtype(), {M, KH, KW, Cg}));
+  const auto* src = static_cast<const unsigned char*>(w.raw());
+  auto* dst = static_cast<unsigned char*>(host.raw());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < Cg; ++c)
+      for (int64_t h = 0; h < KH; ++h)
+        for (int64_t x = 0; x < KW; ++x)
+          std::memcpy(dst + static_cast<size_t>(((m * KH + h) * KW + x) * Cg + c) * e,
+                      src + static_cast<size_t>(((m * Cg + c) * KH + h) * KW + x) * e, e);
+  return upload(host);
+}
+
+// cuDNN's convolution with algorithm `algo`, then (bias, residual, activation) as our epilogue
+// kernel; or, `fused`, all in one cudnnConvolutionBiasActivationForward call (relu or none,
+// bias in y's type, residual as z).
 class CudnnKernel final : public Kernel {
  public:
-  CudnnKernel(Conv g, cuda::Context* c, cudnnConvolutionFwdAlgo_t algo) : g_(g), c_(c), algo_(algo) {}
-  Status init() {
+  CudnnKernel(Conv g, cuda::Context* c, cudnnConvolutionFwdAlgo_t algo, bool fused) : g_(g), c_(c), algo_(algo), fused_(fused) {}
+  Status init(const StepDesc& s) {
     TAC_RETURN_IF_ERROR(make_descs(g_, d_));
     if (cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(c_->dnn, d_.x, d_.w, d_.conv, d_.y, algo_, &ws_);
         st != CUDNN_STATUS_SUCCESS)
       return not_applicable(std::string("cuDNN: algorithm not supported here (") + cudnnGetErrorString(st) + ")");
+    if (ws_ > s.workspace_limit) return workspace_over_limit(ws_, s.workspace_limit);
+    if (g_.nhwc) {
+      TAC_ASSIGN_OR_RETURN(w_, upload_khwc(*s.constants[1]));
+    }
+    if (fused_) {
+      // Bias in y's type (zeros without one), per output channel.
+      const DType bt = g_.t == Elem::f16 ? DType::float16 : g_.t == Elem::bf16 ? DType::bfloat16 : DType::float32;
+      TAC_ASSIGN_OR_RETURN(Tensor host, Tensor::create(bt, {g_.M}));
+      const Tensor* b = g_.has_bias && s.constants.size() > 2 ? s.constants[2] : nullptr;
+      if (g_.has_bias && !b) return not_applicable("the fused call needs a constant bias");
+      for (int64_t i = 0; i < g_.M; ++i) host.set_f64(i, b ? b->get_f64(i) : 0.0);
+      TAC_ASSIGN_OR_RETURN(bias_, upload(host));
+      TAC_CUDNN_CALL(cudnnCreateTensorDescriptor(&bias_desc_));
+      TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(bias_desc_, CUDNN_TENSOR_NCHW, cudnn_type(g_.t), 1, static_cast<int>(g_.M), 1, 1));
+      TAC_CUDNN_CALL(cudnnCreateActivationDescriptor(&act_));
+      const bool relu = g_.ep.act == ir::Epilogue::Act::relu;
+      TAC_CUDNN_CALL(cudnnSetActivationDescriptor(act_, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                                  CUDNN_PROPAGATE_NAN, 0.0));
+    }
     return Status::ok();
+  }
+  ~CudnnKernel() override {
+    if (bias_desc_) cudnnDestroyTensorDescriptor(bias_desc_);
+    if (act_) cudnnDestroyActivationDescriptor(act_);
   }
   size_t workspace_bytes() const override { return ws_; }
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
     const float one = 1.0f, zero = 0.0f;
     void* y = out[0].data;
-    TAC_CUDNN_CALL(cudnnConvolutionForward(c_->dnn, &one, d_.x, in[0].data, d_.w, in[1].data, d_.conv, algo_, ws, ws_, &zero,
-                                           d_.y, y));
+    const void* w = g_.nhwc ? w_.get() : in[1].data;
+    if (fused_) {
+      const float alpha2 = g_.has_res ? 1.0f : 0.0f;
+      const void* z = g_.has_res ? in[3].data : y;
+      TAC_CUDNN_CALL(cudnnConvolutionBiasActivationForward(c_->dnn, &one, d_.x, in[0].data, d_.w, w, d_.conv, algo_, ws, ws_,
+                                                           &alpha2, d_.y, z, bias_desc_, bias_.get(), act_, d_.y, y));
+      return Status::ok();
+    }
+    TAC_CUDNN_CALL(cudnnConvolutionForward(c_->dnn, &one, d_.x, in[0].data, d_.w, w, d_.conv, algo_, ws, ws_, &zero, d_.y, y));
     if (!g_.has_bias && !g_.has_res && g_.ep.act == ir::Epilogue::Act::none) return Status::ok();
     cuda::kern::EpilogueDesc e;
     e.total = g_.N * g_.M * g_.ohw();
-    e.rows = g_.M;
-    e.cols = g_.ohw();
-    e.bias_per_row = true;
-    e.r_bs = g_.M * g_.ohw();
-    e.r_rs = g_.ohw();
+    if (g_.nhwc) {  // [N*OH*OW][M]: bias per column; the residual laid out as y
+      e.rows = g_.N * g_.ohw();
+      e.cols = g_.M;
+      e.bias_per_row = false;
+      e.r_rs = g_.M;
+    } else {  // [N][M][OH*OW]: bias per row
+      e.rows = g_.M;
+      e.cols = g_.ohw();
+      e.bias_per_row = true;
+      e.r_bs = g_.M * g_.ohw();
+      e.r_rs = g_.ohw();
+    }
     e.r_cs = 1;
     e.act = static_cast<int>(g_.ep.act);
     e.alpha = g_.ep.alpha;
@@ -218,24 +301,60 @@ class CudnnKernel final : public Kernel {
   Conv g_;
   cuda::Context* c_;
   cudnnConvolutionFwdAlgo_t algo_;
+  bool fused_;
   ConvDescs d_;
   size_t ws_ = 0;
+  cuda::DeviceBuffer w_, bias_;
+  cudnnTensorDescriptor_t bias_desc_ = nullptr;
+  cudnnActivationDescriptor_t act_ = nullptr;
 };
 
 template <int A>
 Result<std::unique_ptr<Kernel>> cudnn_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Conv g, geom(s));
   TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
-  auto k = std::make_unique<CudnnKernel>(g, c, static_cast<cudnnConvolutionFwdAlgo_t>(A));
-  TAC_RETURN_IF_ERROR(k->init());
+  auto k = std::make_unique<CudnnKernel>(g, c, static_cast<cudnnConvolutionFwdAlgo_t>(A), /*fused=*/false);
+  TAC_RETURN_IF_ERROR(k->init(s));
   return std::unique_ptr<Kernel>(std::move(k));
 }
 
 template <int A>
 void add_tactics(std::vector<Tactic>& t) {
   for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv})
-    t.push_back({kNames[A], op, "cuDNN convolution with this forward algorithm (fp32/tf32/fp16/bf16); our epilogue kernel after it",
-                 cudnn_applies<A>, cudnn_cost<A>, cudnn_prepare<A>, Backend::cuda});
+    t.push_back({kNames[A], op,
+                 "cuDNN convolution with this forward algorithm (fp32/tf32/fp16/bf16, nchw or nhwc); our epilogue kernel after it",
+                 cudnn_applies<A>, cudnn_cost<A>, cudnn_prepare<A>, Backend::cuda, /*layouts=*/true});
+}
+
+// ---- cuDNN's fused convolution + bias + activation (+ residual) ----
+constexpr int kFusedAlgo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;  // the one that takes an identity activation
+Status fused_applies(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(cudnn_applies<kFusedAlgo>(s));
+  TAC_ASSIGN_OR_RETURN(Conv g, geom(s));
+  if (g.ep.act != ir::Epilogue::Act::none && g.ep.act != ir::Epilogue::Act::relu)
+    return not_applicable("cuDNN's fused call takes relu or no activation");
+  if (g.has_bias && (s.constants.size() < 3 || !s.constants[2])) return not_applicable("constant bias only");
+  if (!g.has_bias && !g.has_res && g.ep.act == ir::Epilogue::Act::none) return not_applicable("nothing to fuse");
+  return Status::ok();
+}
+// In nhwc ranked first where it applies (one call instead of a convolution and an epilogue pass):
+// on an H200 in fp16 nhwc, pinned on every convolution it takes, ResNet-50 batch 1 0.447 -> 0.335
+// ms, batch 32 3.281 -> 1.230 ms. In nchw it lost (ResNet-50 fp16 batch 1 0.852 ms against 0.639
+// with our epilogue): ranked after the unfused algorithm there (bench/results/cuda-2026-12-03-nhwc.md).
+double fused_cost(const StepDesc& s) {
+  auto g = geom(s);
+  if (!g) return 1e12;
+  if (!g->nhwc) return cudnn_cost<kFusedAlgo>(s) + 500.0;
+  const double rate = g->t == Elem::f32 && !g->tf32 ? 5e4 : 4e5;
+  return 4000.0 + g->flops() / rate;  // below every other cuDNN tactic's (5000 + ... + 1000 * rank)
+}
+Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(fused_applies(s));
+  TAC_ASSIGN_OR_RETURN(Conv g, geom(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
+  auto k = std::make_unique<CudnnKernel>(g, c, static_cast<cudnnConvolutionFwdAlgo_t>(kFusedAlgo), /*fused=*/true);
+  TAC_RETURN_IF_ERROR(k->init(s));
+  return std::unique_ptr<Kernel>(std::move(k));
 }
 
 // ---- our depthwise kernel ----
@@ -248,6 +367,7 @@ Result<cuda::kern::DepthwiseDesc> depthwise_desc(const StepDesc& s) {
   d.act = static_cast<int>(g.ep.act);
   d.alpha = g.ep.alpha;
   d.beta = g.ep.beta;
+  d.nhwc = g.nhwc;
   return d;
 }
 Status depthwise_applies(const StepDesc& s) { return depthwise_desc(s).status(); }
@@ -279,10 +399,14 @@ std::span<const Tactic> cuda_conv_tactics() {
     std::vector<Tactic> t;
     for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv})
       t.push_back({"cuda_depthwise", op,
-                   "own depthwise kernel (group == channels; fp32/fp16/bf16), bias, residual and activation fused",
-                   depthwise_applies, depthwise_cost, depthwise_prepare, Backend::cuda});
+                   "own depthwise kernel (group == channels; fp32/fp16/bf16; nchw or nhwc), bias, residual and activation fused",
+                   depthwise_applies, depthwise_cost, depthwise_prepare, Backend::cuda, /*layouts=*/true});
     add_tactics<0>(t), add_tactics<1>(t), add_tactics<2>(t), add_tactics<3>(t);
     add_tactics<4>(t), add_tactics<5>(t), add_tactics<6>(t), add_tactics<7>(t);
+    for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv})
+      t.push_back({"cudnn_fused", op,
+                   "cuDNN's fused convolution + bias + relu (+ residual) in one call (implicit precomputed GEMM; nchw or nhwc)",
+                   fused_applies, fused_cost, fused_prepare, Backend::cuda, /*layouts=*/true});
     return t;
   }();
   return table;

@@ -5,11 +5,16 @@
 // name: "cuda" for each op (one implementation per op so far). Activations, binaries, softmax
 // and layer normalization run in fp32, fp16 or bf16 (all float tensors of one type), as the CUDA
 // precision rewrite leaves them (builder/precision.h).
+// Layout tactics (Tactic::layouts, for the layout rewrite's nhwc regions, builder/layout.h):
+// Reformat nchw <-> nhwc ("cuda"), pooling on nhwc ("cuda_nhwc"), and raw_buffer
+// (layout/raw_buffer.h) for elementwise ops and Concat.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "backends/cuda/kernel_util.h"
 #include "kernels/elementwise/cuda_kernels.h"
+#include "kernels/layout/raw_buffer.h"
 
 namespace tac::kernels {
 
@@ -309,9 +314,23 @@ Result<cuda::kern::Pool2dDesc> pool_desc(const StepDesc& s) {
   }
   return d;
 }
-Status pool_applies(const StepDesc& s) { return pool_desc(s).status(); }
-Result<std::unique_ptr<Kernel>> pool_prepare(const StepDesc& s) {
+// The layout tactics ("cuda_nhwc", Tactic::layouts): x and y both nhwc (ir/layout.h).
+Status nhwc_only(const StepDesc& s) {
+  if (s.in_layout(0) != ir::Layout::nhwc || s.out_layout(0) != ir::Layout::nhwc)
+    return not_applicable("x and y in nhwc (nchw steps have the \"cuda\" tactic)");
+  return Status::ok();
+}
+Result<cuda::kern::Pool2dDesc> nhwc_pool_desc(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(nhwc_only(s));
   TAC_ASSIGN_OR_RETURN(cuda::kern::Pool2dDesc d, pool_desc(s));
+  d.nhwc = true;
+  return d;
+}
+Status pool_applies(const StepDesc& s) { return pool_desc(s).status(); }
+Status nhwc_pool_applies(const StepDesc& s) { return nhwc_pool_desc(s).status(); }
+template <bool Nhwc>
+Result<std::unique_ptr<Kernel>> pool_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(cuda::kern::Pool2dDesc d, Nhwc ? nhwc_pool_desc(s) : pool_desc(s));
   TAC_ASSIGN_OR_RETURN(Elem t, one_float_type(s));
   TAC_ASSIGN_OR_RETURN(void* st, stream());
   return cuda::make_kernel([t, d, st](auto in, auto out, void*) {
@@ -321,6 +340,22 @@ Result<std::unique_ptr<Kernel>> pool_prepare(const StepDesc& s) {
 Status global_pool_applies(const StepDesc& s) {
   if (!s.has_input(0) || s.in_shapes[0].size() < 3) return not_applicable("spatial dims needed");
   return one_float_type(s).status();
+}
+Status nhwc_global_pool_applies(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(nhwc_only(s));
+  if (s.in_shapes[0].size() != 4) return not_applicable("4-D x");
+  return one_float_type(s).status();
+}
+Result<std::unique_ptr<Kernel>> nhwc_global_pool_prepare(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(nhwc_global_pool_applies(s));
+  const Shape& x = s.in_shapes[0];
+  const int64_t N = x[0], C = x[1], hw = x[2] * x[3];
+  TAC_ASSIGN_OR_RETURN(Elem t, one_float_type(s));
+  TAC_ASSIGN_OR_RETURN(void* st, stream());
+  return cuda::make_kernel([t, N, C, hw, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::global_avg_pool_nhwc(t, in[0].data, out[0].data, N, hw, C, st),
+                               "global_avg_pool_nhwc kernel");
+  });
 }
 Result<std::unique_ptr<Kernel>> global_pool_prepare(const StepDesc& s) {
   const Shape& x = s.in_shapes[0];
@@ -404,6 +439,32 @@ Result<std::unique_ptr<Kernel>> gather_desc_kernel(const StepDesc& s, const cuda
     return cuda::launch_status(cuda::kern::transpose(in[0].data, out[0].data, e, out[0].numel(), d, st), "strided gather kernel");
   });
 }
+// ---- Reformat between nchw and nhwc (the layout rewrite's, builder/layout.h): a 4-D transpose ----
+Result<cuda::kern::TransposeDesc> reformat_desc(const StepDesc& s) {
+  if (!s.has_input(0) || s.out_shapes.size() != 1 || s.in_shapes[0].size() != 4 || s.in_shapes[0] != s.out_shapes[0])
+    return not_applicable("one 4-D input of the output's shape");
+  TAC_RETURN_IF_ERROR(elem_size_ok(s));
+  const ir::Layout from = s.in_layout(0), to = s.out_layout(0);
+  auto plain_or_nhwc = [](ir::Layout l) { return l == ir::Layout::nchw || l == ir::Layout::nhwc; };
+  if (!plain_or_nhwc(from) || !plain_or_nhwc(to) || from == to) return not_applicable("nchw <-> nhwc only");
+  const Shape& x = s.in_shapes[0];
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3];
+  cuda::kern::TransposeDesc d;
+  d.rank = 4;
+  const std::array<int64_t, 4> out_dims = to == ir::Layout::nhwc ? std::array<int64_t, 4>{N, H, W, C}
+                                                                  : std::array<int64_t, 4>{N, C, H, W};
+  // Where each output coordinate steps in x's buffer.
+  const std::array<int64_t, 4> strides = to == ir::Layout::nhwc ? std::array<int64_t, 4>{C * H * W, W, 1, H * W}
+                                                                 : std::array<int64_t, 4>{H * W * C, 1, W * C, C};
+  for (int k = 0; k < 4; ++k) d.out_dims[k] = out_dims[static_cast<size_t>(k)], d.in_strides[k] = strides[static_cast<size_t>(k)];
+  return d;
+}
+Status reformat_applies(const StepDesc& s) { return reformat_desc(s).status(); }
+Result<std::unique_ptr<Kernel>> reformat_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(cuda::kern::TransposeDesc d, reformat_desc(s));
+  return gather_desc_kernel(s, d);
+}
+
 std::vector<int64_t> row_major_strides(const Shape& x) {
   std::vector<int64_t> st(x.size(), 1);
   for (size_t d = x.size(); d-- > 1;) st[d - 1] = st[d] * x[d];
@@ -602,10 +663,18 @@ std::span<const Tactic> cuda_elementwise_tactics() {
       t.push_back({"cuda", op, "own CUDA kernel, one block per row", softmax_applies, movement_cost, softmax_prepare, kCuda});
     t.push_back({"cuda", OpKind::LayerNormalization, "own CUDA kernel, one block per row (two-pass variance)",
                  layer_norm_applies, movement_cost, layer_norm_prepare, kCuda});
-    for (OpKind op : {OpKind::MaxPool, OpKind::AveragePool})
-      t.push_back({"cuda", op, "own CUDA kernel, one thread per output", pool_applies, movement_cost, pool_prepare, kCuda});
+    for (OpKind op : {OpKind::MaxPool, OpKind::AveragePool}) {
+      t.push_back({"cuda", op, "own CUDA kernel, one thread per output", pool_applies, movement_cost, pool_prepare<false>,
+                   kCuda});
+      t.push_back({"cuda_nhwc", op, "own CUDA kernel on nhwc activations, one thread per output (channels innermost)",
+                   nhwc_pool_applies, movement_cost, pool_prepare<true>, kCuda, /*layouts=*/true});
+    }
     t.push_back({"cuda", OpKind::GlobalAveragePool, "own CUDA kernel, one warp per plane", global_pool_applies,
                  movement_cost, global_pool_prepare, kCuda});
+    t.push_back({"cuda_nhwc", OpKind::GlobalAveragePool, "own CUDA kernel on nhwc activations, one thread per (n, c)",
+                 nhwc_global_pool_applies, movement_cost, nhwc_global_pool_prepare, kCuda, /*layouts=*/true});
+    t.push_back({"cuda", OpKind::Reformat, "own CUDA kernel between nchw and nhwc (a 4-D transpose, one thread per output)",
+                 reformat_applies, movement_cost, reformat_prepare, kCuda, /*layouts=*/true});
     t.push_back({"cuda", OpKind::Transpose, "own CUDA kernel, one thread per output", transpose_applies, movement_cost,
                  transpose_prepare, kCuda});
     t.push_back({"cuda", OpKind::Gather, "own CUDA kernel, one thread per output", gather_applies, movement_cost,
@@ -621,6 +690,7 @@ std::span<const Tactic> cuda_elementwise_tactics() {
       t.push_back({"cuda_copy", op, "device-to-device copy", copy_applies, movement_cost, copy_prepare, kCuda});
     t.push_back({"cuda_copy", OpKind::Concat, "one strided 2-D device copy per input", concat_applies, movement_cost,
                  concat_prepare, kCuda});
+    add_raw_buffer_tactics(t, kCuda);  // elementwise ops and Concat on nhwc activations
     return t;
   }();
   return table;

@@ -188,8 +188,20 @@ template <class T>
 __global__ void pool2d_kernel(const T* x, T* y, Pool2dDesc d) {
   const int64_t n = d.N * d.C * d.OH * d.OW;
   GRID_STRIDE(i, n) {
-    const int64_t ow = i % d.OW, oh = (i / d.OW) % d.OH, nc = i / (d.OW * d.OH);
-    const T* xp = x + nc * d.H * d.W;
+    // nchw: i = ((n*C + c)*OH + oh)*OW + ow, a plane per (n, c); nhwc: i = ((n*OH + oh)*OW + ow)*C + c,
+    // pixels C apart (neighbouring threads read neighbouring channels).
+    int64_t ow, oh, pix_stride;
+    const T* xp;
+    if (d.nhwc) {
+      const int64_t c = i % d.C, p = i / d.C;
+      ow = p % d.OW, oh = (p / d.OW) % d.OH;
+      xp = x + (p / (d.OW * d.OH)) * d.H * d.W * d.C + c;
+      pix_stride = d.C;
+    } else {
+      ow = i % d.OW, oh = (i / d.OW) % d.OH;
+      xp = x + (i / (d.OW * d.OH)) * d.H * d.W;
+      pix_stride = 1;
+    }
     float acc = d.max ? -FLT_MAX : 0.f;
     int count = 0;
     for (int64_t kh = 0; kh < d.KH; ++kh) {
@@ -198,7 +210,7 @@ __global__ void pool2d_kernel(const T* x, T* y, Pool2dDesc d) {
       for (int64_t kw = 0; kw < d.KW; ++kw) {
         const int64_t w = ow * d.SW - d.PL + kw * d.DW;
         if (w < 0 || w >= d.W) continue;
-        const float v = ld(xp, h * d.W + w);
+        const float v = ld(xp, (h * d.W + w) * pix_stride);
         acc = d.max ? fmaxf(acc, v) : acc + v;
         ++count;
       }
@@ -219,6 +231,18 @@ __global__ void global_avg_pool_kernel(const T* x, T* y, int64_t nc, int64_t hw)
   for (int64_t j = lane; j < hw; j += 32) s += ld(xp, j);
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   if (lane == 0) st(y, plane, s / static_cast<float>(hw));
+}
+
+// nhwc: one thread per (n, c), reading the pixels C apart (neighbouring threads, neighbouring
+// channels: coalesced); y[n][c].
+template <class T>
+__global__ void global_avg_pool_nhwc_kernel(const T* x, T* y, int64_t N, int64_t hw, int64_t C) {
+  GRID_STRIDE(i, N * C) {
+    const T* xp = x + (i / C) * hw * C + i % C;
+    float s = 0.f;
+    for (int64_t j = 0; j < hw; ++j) s += ld(xp, j * C);
+    st(y, i, s / static_cast<float>(hw));
+  }
 }
 
 template <class T>
@@ -344,6 +368,16 @@ int global_avg_pool(Elem t, const void* x, void* y, int64_t nc, int64_t hw, void
     using T = std::remove_pointer_t<decltype(tag)>;
     global_avg_pool_kernel<T><<<blocks_for(nc * 32), kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(x),
                                                                                          static_cast<T*>(y), nc, hw);
+    return launched();
+  });
+}
+
+int global_avg_pool_nhwc(Elem t, const void* x, void* y, int64_t N, int64_t hw, int64_t C, void* stream) {
+  if (N * C <= 0 || hw <= 0) return 0;
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    global_avg_pool_nhwc_kernel<T><<<blocks_for(N * C), kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(x),
+                                                                                            static_cast<T*>(y), N, hw, C);
     return launched();
   });
 }

@@ -1,4 +1,4 @@
-// Our own CUDA kernels (cuda_kernels.cu, cuda_movement.cu, cuda_depthwise.cu), callable from host
+// Our own CUDA kernels (cuda_kernels.cu, cuda_movement.cu, cuda_depthwise.cu, cuda_attention.cu), callable from host
 // code that includes no CUDA header. Each launch is enqueued on `stream` (a cudaStream_t) and
 // returns the launch's cudaError_t as an int (0: launched); the caller turns it into a Status
 // (backends/cuda/kernel_util.h). Every pointer is device memory. The float kernels take an
@@ -57,10 +57,13 @@ struct Pool2dDesc {
   int64_t KH = 1, KW = 1, SH = 1, SW = 1, PT = 0, PL = 0, DH = 1, DW = 1;
   bool max = true;
   bool count_include_pad = false;
+  bool nhwc = false;  // x and y in nhwc (ir/layout.h) instead of nchw
 };
 int pool2d(Elem t, const void* x, void* y, const Pool2dDesc& d, void* stream);
 // y[nc] = mean over hw of x[nc][hw].
 int global_avg_pool(Elem t, const void* x, void* y, int64_t nc, int64_t hw, void* stream);
+// The same over an nhwc x [N][hw][C]: y[n][c] (N*C values, alike in nchw and nhwc).
+int global_avg_pool_nhwc(Elem t, const void* x, void* y, int64_t N, int64_t hw, int64_t C, void* stream);
 
 // A strided gather: y[i] = x[base + sum_d idx_d * in_strides[d]] where idx_d is output index i's
 // coordinate along dim d (out_dims[d] elements). Transpose (strides permuted), Slice (base at the
@@ -95,9 +98,31 @@ struct DepthwiseDesc {
   int64_t KH = 1, KW = 1, SH = 1, SW = 1, DH = 1, DW = 1, PT = 0, PL = 0;
   int act = 0;
   float alpha = 0, beta = 0;
+  bool nhwc = false;  // x, y and the residual nhwc (ir/layout.h)
 };
 int depthwise_conv(Elem t, const void* x, const void* w, const float* bias, const void* res, void* y,
                    const DepthwiseDesc& d, void* stream);
+
+// Fused attention, y = softmax(scale * Q·K + M) · V per batch index b < batches: Q [sq][d],
+// K [d][sk] (already transposed), V [sk][dv], y [sq][dv], contiguous per batch; the mask M (may
+// be null) at mask_off(b) + row * mask_rs + col * mask_cs, where mask_off sums each batch dim's
+// index times mask_bs (batch dims row-major, nb of them). Q, K, V, M, y all of type t; scores,
+// softmax and sums in fp32. One block per (batch, 16 query rows): K and V of the batch in shared
+// memory, a warp per row. attention_smem_bytes: the shared memory a launch needs (the tactic
+// refuses what does not fit); attention_init raises the kernel's dynamic shared-memory limit
+// (call before launching, outside graph capture).
+struct AttentionDesc {
+  int64_t batches = 0, sq = 0, d = 0, sk = 0, dv = 0;
+  float scale = 1;
+  int nb = 0;
+  int64_t batch_dims[kMaxDims] = {};
+  int64_t mask_bs[kMaxDims] = {};
+  int64_t mask_rs = 0, mask_cs = 0;
+};
+int64_t attention_smem_bytes(Elem t, const AttentionDesc& d);
+int attention_init(Elem t, const AttentionDesc& d);
+int attention(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y, const AttentionDesc& d,
+              void* stream);
 
 // Overwrites `bytes` of scratch device memory (one read-modify-write pass): with `bytes` above the
 // L2 size, the engine's next kernels start with a cold L2 (bench --l2-flush).

@@ -170,28 +170,32 @@ Result<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cuda::Context& c,
   return r;
 }
 
-// How many algorithms the heuristic offers for a problem (cached: applies() runs per node and
-// per build), or -1 without a device.
-int algo_count(const LtProblem& q) {
+// The workspace each algorithm the heuristic offers for a problem needs, in its order (cached:
+// applies() runs per node and per build); nullptr without a device.
+const std::vector<size_t>* algo_workspaces(const LtProblem& q) {
   static std::mutex mu;
-  static std::map<std::string, int> cache;
+  static std::map<std::string, std::vector<size_t>> cache;
   cuda::Context* c = cuda::context_if_available();
-  if (!c) return -1;
+  if (!c) return nullptr;
   std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = cache.emplace(q.key(), 0);
+  auto [it, fresh] = cache.emplace(q.key(), std::vector<size_t>{});
   if (fresh) {
     LtDescs ds;
     auto r = make_descs(q, ds).is_ok() ? heuristic(*c, ds) : Result<std::vector<cublasLtMatmulHeuristicResult_t>>(internal_error(""));
-    it->second = r ? static_cast<int>(r->size()) : 0;
+    if (r)
+      for (const cublasLtMatmulHeuristicResult_t& a : *r) it->second.push_back(a.workspaceSize);
   }
-  return it->second;
+  return &it->second;
 }
 
 template <int I>
 Status lt_applies(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s));
-  const int n = algo_count(q);
-  if (n >= 0 && I >= n) return not_applicable("cuBLASLt's heuristic offers " + std::to_string(n) + " algorithms here");
+  const std::vector<size_t>* ws = algo_workspaces(q);
+  if (!ws) return Status::ok();
+  if (I >= static_cast<int>(ws->size()))
+    return not_applicable("cuBLASLt's heuristic offers " + std::to_string(ws->size()) + " algorithms here");
+  if ((*ws)[I] > s.workspace_limit) return workspace_over_limit((*ws)[I], s.workspace_limit);
   return Status::ok();
 }
 
@@ -268,6 +272,7 @@ Result<std::unique_ptr<Kernel>> lt_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
   auto k = std::make_unique<LtKernel>(std::move(q), c);
   TAC_RETURN_IF_ERROR(k->init(I));
+  if (k->workspace_bytes() > s.workspace_limit) return workspace_over_limit(k->workspace_bytes(), s.workspace_limit);
   return std::unique_ptr<Kernel>(std::move(k));
 }
 

@@ -3,19 +3,15 @@
 //   Reformat           "onednn_reorder" (oneDNN reorder), "loops" (plain loops: the baseline)
 //   MaxPool, AveragePool, GlobalAveragePool
 //                      "onednn_pool" (oneDNN pooling on the buffer's format)
-//   elementwise ops    "raw_buffer": ops (and FusedElementwise chains) with f(0, ..., 0) = 0 whose activation inputs all share
-//                      the output's shape and layout run on the whole buffer (padding included,
-//                      which stays zero) through the best plain tactic of the op
-//   Concat (axis 1)    "raw_buffer": blocked with every input's C a multiple of the block is a
-//                      per-image concatenation of buffers; nhwc is one per pixel; both through
-//                      the plain Concat tactic on the equivalent plain shapes
+//   elementwise ops, Concat (axis 1)
+//                      "raw_buffer" (raw_buffer.h, shared with the CUDA backend)
 #include <dnnl.hpp>
 
 #include <cmath>
 #include <cstring>
 
-#include "ir/elementwise_chain.h"
 #include "kernels/conv/conv_common.h"
+#include "kernels/layout/raw_buffer.h"
 #include "kernels/tactic.h"
 
 namespace tac::kernels {
@@ -259,135 +255,6 @@ Result<std::unique_ptr<Kernel>> pool_prepare(const StepDesc& s) {
   }
 }
 
-// ---------------------------------------------------------------- raw buffer (elementwise, Concat)
-
-bool keeps_zero(const StepDesc& s) {
-  switch (s.node->op) {
-    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Tanh: case OpKind::Neg: case OpKind::Abs:
-    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Max: case OpKind::Min: case OpKind::Sum:
-      return true;
-    case OpKind::Clip: {  // bounds as attributes (opset < 11) or constant scalar inputs
-      double lo = -INFINITY, hi = INFINITY;
-      if (const ir::Attribute* a = s.node->attr("min"); a && a->type == ir::Attribute::Type::f) lo = a->f;
-      if (const ir::Attribute* a = s.node->attr("max"); a && a->type == ir::Attribute::Type::f) hi = a->f;
-      for (size_t i = 1; i < 3; ++i) {
-        if (!s.has_input(i)) continue;
-        if (!s.constants[i] || s.constants[i]->numel() != 1) return false;
-        (i == 1 ? lo : hi) = s.constants[i]->get_f64(0);
-      }
-      return lo <= 0 && 0 <= hi;
-    }
-    case OpKind::FusedElementwise: {  // the chain evaluated on zeros
-      auto chain = ir::parse_chain(*s.node);
-      if (!chain) return false;
-      double x = 0;
-      for (const ir::ChainOp& op : *chain) {
-        auto operand = [&](const ir::ChainOp::Operand& o) {
-          return o.from == ir::ChainOp::Operand::From::constant ? static_cast<double>(o.value)
-                 : o.from == ir::ChainOp::Operand::From::x      ? x
-                                                                 : 0.0;
-        };
-        x = op.binary ? ir::apply_chain_op(op.kind, operand(op.lhs), operand(op.rhs)) : ir::apply_chain_op(op.kind, x);
-      }
-      return x == 0;
-    }
-    default:
-      return false;
-  }
-}
-
-// The plain step computing the same thing on `s`'s buffers: elementwise over the whole buffer
-// as one row, Concat over [N, C, H, W] (blocked: image-major blocks) or [N*H*W, C] (nhwc).
-Result<StepDesc> plain_equivalent(const StepDesc& s) {
-  if (Status st = rank4_f32(s); !st) return st;
-  const Layout l = s.out_layout(0);
-  if (l == Layout::nchw) return not_applicable("for nhwc and blocked layouts (nchw steps have their own tactics)");
-  StepDesc p = s;
-  p.in_layouts.clear();
-  p.out_layouts.clear();
-  if (s.node->op == OpKind::Concat) {
-    const ir::Attribute* a = s.node->attr("axis");
-    if (!a || a->type != ir::Attribute::Type::i || (a->i != 1 && a->i != -3)) return not_applicable("Concat along channels only");
-    for (size_t i = 0; i < s.in_shapes.size(); ++i) {
-      if (s.in_layout(i) != l) return not_applicable("every input in the output's layout");
-      if (s.in_shapes[i].size() != 4) return not_applicable("4-D inputs");
-      if (ir::is_blocked(l) && s.in_shapes[i][1] % ir::layout_block(l) != 0)
-        return not_applicable("blocked Concat needs every input's channels a multiple of the block");
-      if (l == Layout::nhwc) {
-        const Shape& x = s.in_shapes[i];
-        p.in_shapes[i] = {x[0] * x[2] * x[3], x[1]};
-      }
-    }
-    if (l == Layout::nhwc) {
-      const Shape& y = s.out_shapes[0];
-      p.out_shapes[0] = {y[0] * y[2] * y[3], y[1]};
-    }
-    return p;
-  }
-  if (!keeps_zero(s)) return not_applicable("an op with f(0) = 0 (the padding must stay zero)");
-  const Shape& y = s.out_shapes[0];
-  for (size_t i = 0; i < s.in_shapes.size(); ++i) {
-    if (!s.has_input(i) || s.constants[i]) continue;  // Clip's bounds: checked by keeps_zero
-    if (s.in_shapes[i] != y || s.in_layout(i) != l) return not_applicable("every activation input of the output's shape and layout");
-    p.in_shapes[i] = {ir::physical_numel(y, l)};
-  }
-  for (size_t i = 0; i < s.in_shapes.size(); ++i)
-    if (s.has_input(i) && s.constants[i] && !(s.node->op == OpKind::Clip && i > 0))
-      return not_applicable("constant operands (broadcasting would touch the padding)");
-  p.out_shapes[0] = {ir::physical_numel(y, l)};
-  return p;
-}
-
-// The cheapest plain tactic of the op for `p` (never a layout tactic).
-const Tactic* best_plain(const StepDesc& p) {
-  const Tactic* best = nullptr;
-  double best_cost = INFINITY;
-  for (const Tactic* t : tactics_for(p.node->op)) {
-    if (t->layouts || !t->applies(p).is_ok()) continue;
-    const double c = t->cost(p);
-    if (!best || c < best_cost) best = t, best_cost = c;
-  }
-  return best;
-}
-
-Status raw_applies(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(StepDesc p, plain_equivalent(s));
-  if (!best_plain(p)) return not_applicable("no plain tactic for the equivalent step");
-  return Status::ok();
-}
-double raw_cost(const StepDesc& s) {
-  auto p = plain_equivalent(s);
-  const Tactic* t = p ? best_plain(*p) : nullptr;
-  return t ? t->cost(*p) : 1e30;
-}
-
-// The plain kernel, handed views with the plain shapes.
-class RawKernel final : public Kernel {
- public:
-  RawKernel(std::unique_ptr<Kernel> inner, const StepDesc& p) : inner_(std::move(inner)) {
-    for (size_t i = 0; i < p.in_shapes.size(); ++i) in_.push_back({nullptr, p.in_dtypes[i], p.in_shapes[i]});
-    for (size_t i = 0; i < p.out_shapes.size(); ++i) out_.push_back({nullptr, p.out_dtypes[i], p.out_shapes[i]});
-  }
-  size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
-  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
-    for (size_t i = 0; i < in_.size(); ++i) in_[i].data = in[i].data;
-    for (size_t i = 0; i < out_.size(); ++i) out_[i].data = out[i].data;
-    return inner_->run(in_, out_, ws);
-  }
-
- private:
-  std::unique_ptr<Kernel> inner_;
-  std::vector<TensorView> in_, out_;
-};
-
-Result<std::unique_ptr<Kernel>> raw_prepare(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(StepDesc p, plain_equivalent(s));
-  const Tactic* t = best_plain(p);
-  if (!t) return not_applicable("no plain tactic for the equivalent step");
-  TAC_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> inner, t->prepare(p));
-  return std::unique_ptr<Kernel>(new RawKernel(std::move(inner), p));
-}
-
 }  // namespace
 
 std::span<const Tactic> layout_tactics() {
@@ -403,13 +270,7 @@ std::span<const Tactic> layout_tactics() {
     for (OpKind op : {OpKind::MaxPool, OpKind::AveragePool, OpKind::GlobalAveragePool})
       add("onednn_pool", op, "oneDNN pooling on the activation's own layout (nhwc, blocked)", pool_applies,
           pool_cost, pool_prepare);
-    for (OpKind op : {OpKind::Relu, OpKind::LeakyRelu, OpKind::Tanh, OpKind::Neg, OpKind::Abs, OpKind::Clip, OpKind::Add,
-                      OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Sum, OpKind::FusedElementwise,
-                      OpKind::Concat})
-      add("raw_buffer", op,
-          "nhwc / blocked: the plain tactic on the whole buffer (elementwise with f(0) = 0, inputs of one shape and "
-          "layout) or on the equivalent plain shapes (Concat along channels)",
-          raw_applies, raw_cost, raw_prepare);
+    add_raw_buffer_tactics(t, Backend::cpu);
     return t;
   }();
   return table;

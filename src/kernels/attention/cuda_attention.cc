@@ -1,0 +1,90 @@
+// CUDA tactic of the attention family: "cuda_fused" runs a FusedAttention step (the
+// fuse_attention pass) as our one kernel (cuda_attention.cu) in fp32, fp16 or bf16 (Q, K, V,
+// the mask and y of one type, as the CUDA precision rewrite leaves them: FusedAttention follows
+// its neighbours into fp16/bf16, builder/precision.cc). Applies when the batch's K and V fit in
+// shared memory (BERT-base: 32 KB per head in fp16).
+#include "backends/cuda/kernel_util.h"
+#include "kernels/attention/geometry.h"
+#include "kernels/elementwise/cuda_kernels.h"
+
+namespace tac::kernels {
+
+namespace {
+
+using cuda::kern::AttentionDesc;
+using cuda::kern::Elem;
+
+constexpr int64_t kMaxSmem = 200 * 1024;  // of the H100/H200's 227 KB per block
+
+struct Fused {
+  AttentionDesc d;
+  Elem t = Elem::f32;
+  bool mask = false;
+};
+
+Result<Fused> fused_desc(const StepDesc& s) {
+  if (s.out_dtypes.size() != 1) return not_applicable("one output");
+  const DType dt = s.out_dtypes[0];
+  Fused f;
+  if (dt == DType::float16) f.t = Elem::f16;
+  else if (dt == DType::bfloat16) f.t = Elem::bf16;
+  else if (dt != DType::float32) return not_applicable("fp32, fp16 or bf16 only");
+  for (size_t i = 0; i < s.in_dtypes.size(); ++i)
+    if (s.has_input(i) && s.in_dtypes[i] != dt) return not_applicable("Q, K, V and the mask of the output's type");
+  TAC_ASSIGN_OR_RETURN(attention::Geometry g, attention::geometry(s));
+  if (g.batch_dims.size() > static_cast<size_t>(cuda::kern::kMaxDims)) return not_applicable("too many batch dims");
+  AttentionDesc& d = f.d;
+  d.batches = g.batches, d.sq = g.sq, d.d = g.d, d.sk = g.sk, d.dv = g.dv, d.scale = g.scale;
+  d.nb = static_cast<int>(g.batch_dims.size());
+  f.mask = g.has_mask;
+  for (int i = 0; i < d.nb; ++i) {
+    d.batch_dims[i] = g.batch_dims[static_cast<size_t>(i)];
+    d.mask_bs[i] = g.has_mask ? g.mask_stride[static_cast<size_t>(i)] : 0;
+  }
+  if (g.has_mask) {
+    d.mask_rs = g.mask_stride[static_cast<size_t>(d.nb)];
+    d.mask_cs = g.mask_stride[static_cast<size_t>(d.nb) + 1];
+  }
+  if (d.batches > (int64_t{1} << 31) - 1) return not_applicable("too many batches for one grid");
+  if (cuda::kern::attention_smem_bytes(f.t, d) > kMaxSmem)
+    return not_applicable("K and V of one batch need more than 200 KB of shared memory");
+  return f;
+}
+
+Status fused_applies(const StepDesc& s) { return fused_desc(s).status(); }
+
+double fused_cost(const StepDesc& s) {
+  auto f = fused_desc(s);
+  if (!f) return 1e30;
+  const AttentionDesc& d = f->d;
+  // CUDA cores (~30 TFLOP/s reached by a shared-memory-bound loop), K and V read once per block.
+  const double flops = 2.0 * static_cast<double>(d.batches * d.sq * d.sk) * static_cast<double>(d.d + d.dv);
+  const double e = f->t == Elem::f32 ? 4 : 2;
+  const double blocks = static_cast<double>(d.batches) * static_cast<double>((d.sq + 15) / 16);
+  return cuda::memory_bound_ns(e * blocks * static_cast<double>(d.d * d.sk + d.sk * d.dv)) + flops / 3e4;
+}
+
+Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Fused f, fused_desc(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
+  TAC_RETURN_IF_ERROR(cuda::launch_status(cuda::kern::attention_init(f.t, f.d), "attention kernel (shared memory limit)"));
+  cudaStream_t st = c->stream;
+  return cuda::make_kernel([f, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::attention(f.t, in[0].data, in[1].data, in[2].data, f.mask ? in[3].data : nullptr,
+                                                     out[0].data, f.d, st),
+                               "attention kernel");
+  });
+}
+
+}  // namespace
+
+std::span<const Tactic> cuda_attention_tactics() {
+  static const std::vector<Tactic> table = {
+      {"cuda_fused", ir::OpKind::FusedAttention,
+       "own CUDA kernel: scores, softmax and the product with V in one launch (K and V in shared memory, fp32 sums)",
+       fused_applies, fused_cost, fused_prepare, Backend::cuda},
+  };
+  return table;
+}
+
+}  // namespace tac::kernels

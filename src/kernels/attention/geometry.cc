@@ -1,0 +1,43 @@
+#include "kernels/attention/geometry.h"
+
+namespace tac::kernels::attention {
+
+Result<Geometry> geometry(const StepDesc& s) {
+  if (s.in_shapes.size() < 3) return invalid_argument("FusedAttention needs Q, K and V");
+  const Shape &q = s.in_shapes[0], &k = s.in_shapes[1], &v = s.in_shapes[2];
+  const size_t r = q.size();
+  if (r < 2 || k.size() != r || v.size() != r) return not_applicable("Q, K, V of one rank >= 2");
+  Geometry g;
+  g.sq = q[r - 2];
+  g.d = q[r - 1];
+  g.sk = k[r - 1];
+  g.dv = v[r - 1];
+  if (k[r - 2] != g.d || v[r - 2] != g.sk) return invalid_argument("FusedAttention: Q·K·V shapes do not chain");
+  g.batches = 1;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (q[i] != k[i] || q[i] != v[i]) return not_applicable("batch dims must be equal (no broadcasting)");
+    g.batch_dims.push_back(q[i]);
+    g.batches *= q[i];
+  }
+  if (g.sq < 1 || g.d < 1 || g.sk < 1 || g.dv < 1 || g.batches < 1) return not_applicable("empty tensors");
+  const ir::Attribute* a = s.node->attr("scale");
+  g.scale = a ? a->f : 1.0f;
+  g.has_mask = s.has_input(3);
+  if (g.has_mask) {
+    Shape scores = q;
+    scores[r - 1] = g.sk;
+    const Shape& m = s.in_shapes[3];
+    if (m.size() > r) return not_applicable("mask of higher rank than the scores");
+    g.mask_stride.assign(r, 0);
+    int64_t stride = 1;
+    for (size_t i = 0; i < m.size(); ++i) {  // right-aligned
+      const size_t mi = m.size() - 1 - i, si = r - 1 - i;
+      if (m[mi] != 1 && m[mi] != scores[si]) return not_applicable("mask does not broadcast to the scores");
+      g.mask_stride[si] = m[mi] == 1 ? 0 : stride;
+      stride *= m[mi];
+    }
+  }
+  return g;
+}
+
+}  // namespace tac::kernels::attention
