@@ -45,7 +45,7 @@ for m in $MODELS; do
   read -r def best sp cands < <(python3 -c '
 import json, sys
 try:
-    s = json.loads(sys.argv[1]); print(f"{s[\"default_ms\"]:.3f} {s[\"best_ms\"]:.3f} {s[\"speedup\"]:.3f} {s[\"candidates\"]}")
+    s = json.loads(sys.argv[1]); print("%.3f %.3f %.3f %s" % (s["default_ms"], s["best_ms"], s["speedup"], s["candidates"]))
 except Exception:
     print("n/a n/a n/a n/a")' "$summary")
   [ "$def" = n/a ] && st_tune=FAIL
