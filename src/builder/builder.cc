@@ -76,6 +76,10 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   space.add({"memory.concat_alias", {"on", "off"}, "on",
              "Concat inputs live in their slices of the output (when the dims before the axis are 1): their producers "
              "write there and the Concat copies nothing", KnobScope::global});
+  space.add({"memory.view_alias", {"on", "off"}, "on",
+             "Reshape / Flatten / Squeeze / Unsqueeze / Identity outputs share their input's buffer (same bytes, plain "
+             "layout) and the step runs nothing; off: each copies its input",
+             KnobScope::global});
   space.add({"precision.default", precision_values(backend), "fp32",
              "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
              "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales; on CUDA fp16 and bf16 "
@@ -520,6 +524,17 @@ std::string node_signature(const ir::Graph& g, const ir::Node& n) {
 
 }  // namespace
 
+bool is_view_op(const ir::Node& n) {
+  using ir::OpKind;
+  if (!n.domain.empty()) return false;
+  switch (n.op) {
+    case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze: case OpKind::Identity:
+      return true;
+    default:
+      return false;
+  }
+}
+
 kernels::StepDesc step_desc(const ir::Graph& g, const ir::Node& n, const std::vector<int>& inputs, int threads) {
   kernels::StepDesc s;
   s.node = &n;
@@ -863,7 +878,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   // the write would clobber the other slices). Buffers are groups of values sharing memory.
   std::vector<int> group(g.values.size(), -1);
   std::vector<BufferLifetime> buffers;
-  const bool inplace = view.on("memory.inplace");
+  const bool inplace = view.on("memory.inplace"), view_alias = view.on("memory.view_alias");
   auto sliced = [&](int v) { return ca.into[static_cast<size_t>(v)] >= 0 || ca.has_slices[static_cast<size_t>(v)]; };
   for (int s = 0; s < n_steps; ++s) {
     PlanStep& st = plan.steps[static_cast<size_t>(s)];
@@ -886,12 +901,22 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
                            std::max(last[static_cast<size_t>(v)], last[static_cast<size_t>(into)])});
         continue;
       }
-      int in0 = st.inputs.empty() ? ir::kNoValue : st.inputs[0];
-      if (o == 0 && inplace && !st.dynamic && in_place_op(n) && in0 != ir::kNoValue && group[static_cast<size_t>(in0)] >= 0 &&
-          !sliced(v) && !sliced(in0) &&
-          last[static_cast<size_t>(in0)] == s && plan.values[static_cast<size_t>(in0)].bytes == plan.values[static_cast<size_t>(v)].bytes &&
-          plan.values[static_cast<size_t>(in0)].dtype == plan.values[static_cast<size_t>(v)].dtype &&
-          std::count(st.inputs.begin(), st.inputs.end(), in0) == 1) {
+      const int in0 = st.inputs.empty() ? ir::kNoValue : st.inputs[0];
+      const PlanValue* pin = in0 == ir::kNoValue ? nullptr : &plan.values[static_cast<size_t>(in0)];
+      const PlanValue& pout = plan.values[static_cast<size_t>(v)];
+      const bool shareable = o == 0 && !st.dynamic && pin && group[static_cast<size_t>(in0)] >= 0 && !sliced(v) &&
+                             !sliced(in0) && pin->bytes == pout.bytes && pin->dtype == pout.dtype;
+      // A view (Reshape and kin) over a plain-layout value: the output is the input's bytes, read
+      // through other dims, so it shares the buffer whether or not the input lives on; the step
+      // runs nothing (the runtime skips in-place view steps).
+      const bool as_view = shareable && view_alias && is_view_op(n) && pin->layout == ir::Layout::nchw &&
+                           pout.layout == ir::Layout::nchw;
+      // An elementwise step writes over its input only when no value of that buffer (the input or
+      // a view of it) is read after this step.
+      const bool over_input = shareable && inplace && in_place_op(n) && last[static_cast<size_t>(in0)] == s &&
+                              buffers[static_cast<size_t>(group[static_cast<size_t>(in0)])].last_step == s &&
+                              std::count(st.inputs.begin(), st.inputs.end(), in0) == 1;
+      if (as_view || over_input) {
         int b = group[static_cast<size_t>(in0)];
         group[static_cast<size_t>(v)] = b;
         buffers[static_cast<size_t>(b)].last_step = std::max(buffers[static_cast<size_t>(b)].last_step, last[static_cast<size_t>(v)]);

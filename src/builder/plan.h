@@ -29,7 +29,7 @@ struct PlanStep {
   const kernels::Tactic* tactic = nullptr;
   std::vector<int> inputs;              // value ids (kNoValue for omitted), then outer-scope reads
   std::vector<int> outputs;             // value ids
-  bool in_place = false;                // output 0 shares input 0's buffer
+  bool in_place = false;                // output 0 shares input 0's buffer (a view op's step then runs nothing)
   // Some input or output is a dynamic value: the step runs with the shapes of this run
   // (Kernel::run_dynamic), its dynamic outputs get fresh buffers and its static outputs are
   // checked against their planned shapes and copied into the arena.
@@ -62,6 +62,11 @@ struct BuildReport {
 
 // "batch=4 seq=128".
 std::string dims_to_string(const std::map<std::string, int64_t>& dims);
+
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity: ops whose output is their input's bytes. The
+// builder lets such a step's output share the input's buffer (memory.view_alias), marking the
+// step in_place, and the runtime then runs nothing for it.
+bool is_view_op(const ir::Node& n);
 
 struct Plan {
   ir::Model model;  // the graph after passes, with its constants; steps refer to its nodes

@@ -41,6 +41,16 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
     for (const std::string& l : plan.report.layouts) std::printf("  %s\n", l.c_str());
   }
   std::printf("casts inserted: %d (fp32<->bf16), quantizes: %d (fp32->int8)\n", plan.report.casts, plan.report.quantizes);
+  {
+    int views = 0, aliased = 0;
+    for (const builder::PlanStep& st : plan.steps)
+      if (builder::is_view_op(plan.model.graph.nodes[static_cast<size_t>(st.node)])) {
+        ++views;
+        aliased += st.in_place;
+      }
+    if (views > 0)
+      std::printf("view steps (Reshape and kin): %d, %d of them aliased (run nothing; memory.view_alias)\n", views, aliased);
+  }
   for (const std::string& s : plan.report.inactive) std::printf("inactive route setting: %s\n", s.c_str());
   if (!plan.report.workspace_skipped.empty()) {
     std::printf("tactics skipped by the workspace limit: %zu\n", plan.report.workspace_skipped.size());

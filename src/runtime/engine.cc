@@ -73,6 +73,7 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     workspace = std::max<int64_t>(workspace, static_cast<int64_t>((*k)->workspace_bytes()));
     e->kernels_.push_back(std::move(k).value());
     e->views_.push_back(std::move(views));
+    e->skip_.push_back(st.in_place && !st.dynamic && builder::is_view_op(n));  // output aliases input: nothing to run
   }
   p.workspace_bytes = workspace;
   // Dynamic values are freed after their last reader (graph outputs live to the end).
@@ -304,9 +305,10 @@ Status Engine::run_steps(const std::vector<Datum>* inputs, std::vector<double>* 
     if (inputs)
       for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>((*inputs)[pos].tensor.raw());
     auto t0 = step_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    Status st = p.steps[s].dynamic ? (inputs && dynamic_values ? run_dynamic_step(s, *inputs, *dynamic_values)
-                                                               : internal_error("a dynamic step in a device plan"))
-                                   : kernels_[s]->run(v.in, v.out, workspace_);
+    Status st = skip_[s]          ? Status::ok()
+                : p.steps[s].dynamic ? (inputs && dynamic_values ? run_dynamic_step(s, *inputs, *dynamic_values)
+                                                                 : internal_error("a dynamic step in a device plan"))
+                                     : kernels_[s]->run(v.in, v.out, workspace_);
     if (dynamic_values)
       for (int id : release_after_[s]) (*dynamic_values)[static_cast<size_t>(id)] = Datum();
     if (on_device && step_ns && st.is_ok()) st = cuda::synchronize();

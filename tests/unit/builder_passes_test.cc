@@ -614,5 +614,49 @@ TEST(BuilderMemory, ConcatInputsLiveInTheirSlicesAndResultsMatch) {
     }
 }
 
+// ---------------------------------------------------------------- memory.view_alias
+
+// Views share their input's buffer and run nothing; an elementwise step after a view must not
+// write over the shared buffer while the viewed value is still read (Neg after the Reshape: its
+// input dies there, but `a`, the same bytes, is read later by the Sigmoid). A view of a graph
+// input is not aliased (inputs live outside the arena). Results match the reference either way.
+TEST(BuilderMemory, ViewsAliasTheirInputAndInPlaceRespectsTheSharedBuffer) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"4", "16"});
+  test::initializer_i64(m, "shape", {1}, {64});
+  m.node("Relu", {"x"}, {"a"}, "relu");
+  m.node("Reshape", {"a", "shape"}, {"b"}, "reshape");
+  m.node("Neg", {"b"}, {"c"}, "neg");
+  m.node("Sigmoid", {"a"}, {"s"}, "sig");
+  m.node("Flatten", {"s"}, {"f"}, "flatten");
+  m.node("Identity", {"x"}, {"i"}, "ident");
+  m.output("c", 1, {});
+  m.output("f", 1, {});
+  m.output("i", 1, {});
+  ir::Model model = load(m);
+  for (const char* alias : {"on", "off"})
+    for (const char* inplace : {"on", "off"}) {
+      const std::string route = std::string("memory.view_alias=") + alias + " memory.inplace=" + inplace;
+      auto e = build_and_check(model, route);
+      ASSERT_TRUE(e);
+      const builder::Plan& p = e->plan();
+      auto value = [&](const char* name) -> const builder::PlanValue& {
+        for (size_t v = 0; v < p.model.graph.values.size(); ++v)
+          if (p.model.graph.values[v].name == name) return p.values[v];
+        ADD_FAILURE() << "no value " << name;
+        return p.values[0];
+      };
+      const bool on = std::string(alias) == "on";
+      EXPECT_EQ(value("a").offset == value("b").offset, on) << route;
+      EXPECT_EQ(value("s").offset == value("f").offset, on) << route;
+      for (const builder::PlanStep& st : p.steps) {
+        const std::string& name = p.model.graph.nodes[static_cast<size_t>(st.node)].name;
+        if (name == "reshape" || name == "flatten") EXPECT_EQ(st.in_place, on) << route << ": " << name;
+        if (name == "neg" && on) EXPECT_FALSE(st.in_place) << route << ": the Reshape's buffer is still `a`";
+        if (name == "ident") EXPECT_FALSE(st.in_place) << route << ": a graph input is not aliased";
+      }
+    }
+}
+
 }  // namespace
 }  // namespace tac

@@ -245,15 +245,17 @@ __global__ void global_avg_pool_nhwc_kernel(const T* x, T* y, int64_t N, int64_t
   }
 }
 
-template <class T>
-__global__ void transpose_kernel(const T* x, T* y, int64_t n, TransposeDesc d) {
-  GRID_STRIDE(i, n) {
-    int64_t rem = i, src = 0;
+// Index math in Idx (32-bit when the sizes allow: 64-bit division is several times slower).
+template <class T, class Idx>
+__global__ void transpose_kernel(const T* x, T* y, Idx n, TransposeDesc d) {
+  for (Idx i = blockIdx.x * static_cast<Idx>(blockDim.x) + threadIdx.x; i < n; i += static_cast<Idx>(gridDim.x) * blockDim.x) {
+    Idx rem = i, src = 0;
     for (int k = d.rank - 1; k >= 0; --k) {
-      src += (rem % d.out_dims[k]) * d.in_strides[k];
-      rem /= d.out_dims[k];
+      const Idx dim = static_cast<Idx>(d.out_dims[k]);
+      src += (rem % dim) * static_cast<Idx>(d.in_strides[k]);
+      rem /= dim;
     }
-    y[i] = x[d.base + src];
+    y[i] = x[static_cast<Idx>(d.base) + src];
   }
 }
 
@@ -272,9 +274,56 @@ __global__ void gather_kernel(const T* data, const I* idx, T* y, int64_t outer, 
 
 template <class T>
 int launch_transpose(const void* x, void* y, int64_t n, const TransposeDesc& d, cudaStream_t s) {
-  transpose_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n, d);
+  int64_t span = d.base + 1;  // the largest source index + 1
+  for (int k = 0; k < d.rank; ++k) span += (d.out_dims[k] - 1) * (d.in_strides[k] < 0 ? 0 : d.in_strides[k]);
+  if (n < (int64_t{1} << 31) && span < (int64_t{1} << 31) && d.base >= 0)
+    transpose_kernel<T, int32_t><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                   static_cast<int32_t>(n), d);
+  else
+    transpose_kernel<T, int64_t><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n, d);
   return launched();
 }
+
+// The same gather with fewer, wider elements: dims of size 1 dropped, neighbours that are
+// contiguous in the source merged, then, when the innermost run is contiguous and everything is
+// aligned, elements of 16, 8 or 4 bytes moved at once (BERT's head split, [b][s][h][d] ->
+// [b][h][s][d] in fp16, becomes a 3-D gather of 16-byte vectors).
+TransposeDesc simplify(const TransposeDesc& d) {
+  TransposeDesc r;
+  r.base = d.base;
+  for (int k = 0; k < d.rank; ++k) {
+    if (d.out_dims[k] == 1) continue;
+    if (r.rank > 0 && r.in_strides[r.rank - 1] == d.in_strides[k] * d.out_dims[k]) {
+      r.out_dims[r.rank - 1] *= d.out_dims[k];
+      r.in_strides[r.rank - 1] = d.in_strides[k];
+      continue;
+    }
+    r.out_dims[r.rank] = d.out_dims[k];
+    r.in_strides[r.rank] = d.in_strides[k];
+    ++r.rank;
+  }
+  if (r.rank == 0) {  // one element
+    r.rank = 1;
+    r.out_dims[0] = 1;
+    r.in_strides[0] = 1;
+  }
+  return r;
+}
+
+// Widens elements of `e` bytes to `w` bytes when the layout allows; returns false otherwise.
+bool widen(TransposeDesc& d, int e, int w, const void* x, const void* y) {
+  const int64_t f = w / e;
+  const int last = d.rank - 1;
+  if (f <= 1 || d.in_strides[last] != 1 || d.out_dims[last] % f || d.base % f) return false;
+  if (reinterpret_cast<uintptr_t>(x) % w || reinterpret_cast<uintptr_t>(y) % w) return false;
+  for (int k = 0; k < last; ++k)
+    if (d.in_strides[k] % f) return false;
+  d.out_dims[last] /= f;
+  d.base /= f;
+  for (int k = 0; k < last; ++k) d.in_strides[k] /= f;
+  return true;
+}
+
 template <class T>
 int launch_gather(const void* data, const void* idx, bool i64, void* y, int64_t outer, int64_t axis_len, int64_t n_idx,
                   int64_t inner, cudaStream_t s) {
@@ -382,10 +431,18 @@ int global_avg_pool_nhwc(Elem t, const void* x, void* y, int64_t N, int64_t hw, 
   });
 }
 
-int transpose(const void* x, void* y, int elem_bytes, int64_t n, const TransposeDesc& d, void* stream) {
+int transpose(const void* x, void* y, int elem_bytes, int64_t n, const TransposeDesc& d_in, void* stream) {
   if (n <= 0) return 0;
   cudaStream_t s = as_stream(stream);
+  TransposeDesc d = simplify(d_in);
+  for (int w : {16, 8, 4})
+    if (w > elem_bytes && widen(d, elem_bytes, w, x, y)) {
+      n /= w / elem_bytes;
+      elem_bytes = w;
+      break;
+    }
   switch (elem_bytes) {
+    case 16: return launch_transpose<uint4>(x, y, n, d, s);
     case 1: return launch_transpose<uint8_t>(x, y, n, d, s);
     case 2: return launch_transpose<uint16_t>(x, y, n, d, s);
     case 4: return launch_transpose<uint32_t>(x, y, n, d, s);
@@ -398,7 +455,15 @@ int gather(const void* data, const void* indices, bool indices_int64, void* y, i
            int64_t n_idx, int64_t inner, int elem_bytes, void* stream) {
   if (outer * n_idx * inner <= 0) return 0;
   cudaStream_t s = as_stream(stream);
+  for (int w : {16, 8, 4})  // whole rows of w bytes at once when aligned (embedding rows, QKV picks)
+    if (w > elem_bytes && (inner * elem_bytes) % w == 0 && reinterpret_cast<uintptr_t>(data) % w == 0 &&
+        reinterpret_cast<uintptr_t>(y) % w == 0) {
+      inner = inner * elem_bytes / w;
+      elem_bytes = w;
+      break;
+    }
   switch (elem_bytes) {
+    case 16: return launch_gather<uint4>(data, indices, indices_int64, y, outer, axis_len, n_idx, inner, s);
     case 1: return launch_gather<uint8_t>(data, indices, indices_int64, y, outer, axis_len, n_idx, inner, s);
     case 2: return launch_gather<uint16_t>(data, indices, indices_int64, y, outer, axis_len, n_idx, inner, s);
     case 4: return launch_gather<uint32_t>(data, indices, indices_int64, y, outer, axis_len, n_idx, inner, s);
