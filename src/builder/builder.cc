@@ -529,6 +529,7 @@ bool is_view_op(const ir::Node& n) {
   if (!n.domain.empty()) return false;
   switch (n.op) {
     case OpKind::Reshape: case OpKind::Flatten: case OpKind::Squeeze: case OpKind::Unsqueeze: case OpKind::Identity:
+    case OpKind::Transpose: case OpKind::Gather:
       return true;
     default:
       return false;
@@ -879,6 +880,51 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   std::vector<int> group(g.values.size(), -1);
   std::vector<BufferLifetime> buffers;
   const bool inplace = view.on("memory.inplace"), view_alias = view.on("memory.view_alias");
+  std::vector<int64_t> view_offset(g.values.size(), 0);  // a view's byte offset inside its input's buffer
+  // A Transpose is a view when it moves only dims of size 1 (the others keep their order); a
+  // Gather of one constant index is a view of a contiguous block when every dim before the axis
+  // is 1 (a QKV pick out of a stacked projection). Returns the block's byte offset, or -1.
+  auto view_at = [&](const ir::Node& n, const PlanStep& st, const PlanValue& in) -> int64_t {
+    if (n.op == ir::OpKind::Reshape || n.op == ir::OpKind::Flatten || n.op == ir::OpKind::Squeeze ||
+        n.op == ir::OpKind::Unsqueeze || n.op == ir::OpKind::Identity)
+      return 0;
+    const int64_t rank = static_cast<int64_t>(in.shape.size());
+    if (n.op == ir::OpKind::Transpose) {
+      const ir::Attribute* a = n.attr("perm");
+      std::vector<int64_t> perm;
+      if (a && a->type == ir::Attribute::Type::ints) perm = a->ints;
+      else
+        for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+      if (static_cast<int64_t>(perm.size()) != rank) return -1;
+      int64_t prev = -1;
+      for (int64_t d : perm) {
+        if (d < 0 || d >= rank) return -1;
+        if (in.shape[static_cast<size_t>(d)] == 1) continue;
+        if (d < prev) return -1;
+        prev = d;
+      }
+      return 0;
+    }
+    if (n.op == ir::OpKind::Gather && st.inputs.size() == 2 && st.inputs[1] != ir::kNoValue) {
+      const ir::Value& iv = g.values[static_cast<size_t>(st.inputs[1])];
+      if (!iv.initializer || iv.initializer->numel() != 1 || rank == 0) return -1;
+      const Tensor& it = *iv.initializer;
+      int64_t idx = it.dtype() == DType::int64 ? it.data<int64_t>()[0]
+                    : it.dtype() == DType::int32 ? it.data<int32_t>()[0] : INT64_MIN;
+      const ir::Attribute* a = n.attr("axis");
+      int64_t axis = a && a->type == ir::Attribute::Type::i ? a->i : 0;
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) return -1;
+      for (int64_t d = 0; d < axis; ++d)
+        if (in.shape[static_cast<size_t>(d)] != 1) return -1;
+      const int64_t len = in.shape[static_cast<size_t>(axis)];
+      if (idx < 0) idx += len;
+      if (idx < 0 || idx >= len || in.bytes % len) return -1;
+      const int64_t at = idx * (in.bytes / len);
+      return at % kAlignment == 0 ? at : -1;
+    }
+    return -1;
+  };
   auto sliced = [&](int v) { return ca.into[static_cast<size_t>(v)] >= 0 || ca.has_slices[static_cast<size_t>(v)]; };
   for (int s = 0; s < n_steps; ++s) {
     PlanStep& st = plan.steps[static_cast<size_t>(s)];
@@ -905,18 +951,22 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
       const PlanValue* pin = in0 == ir::kNoValue ? nullptr : &plan.values[static_cast<size_t>(in0)];
       const PlanValue& pout = plan.values[static_cast<size_t>(v)];
       const bool shareable = o == 0 && !st.dynamic && pin && group[static_cast<size_t>(in0)] >= 0 && !sliced(v) &&
-                             !sliced(in0) && pin->bytes == pout.bytes && pin->dtype == pout.dtype;
-      // A view (Reshape and kin) over a plain-layout value: the output is the input's bytes, read
-      // through other dims, so it shares the buffer whether or not the input lives on; the step
-      // runs nothing (the runtime skips in-place view steps).
-      const bool as_view = shareable && view_alias && is_view_op(n) && pin->layout == ir::Layout::nchw &&
-                           pout.layout == ir::Layout::nchw;
+                             !sliced(in0) && pin->dtype == pout.dtype;
+      // A view (Reshape and kin, see view_at) over a plain-layout value: the output is the input's
+      // bytes (or a block of them), read through other dims, so it shares the buffer whether or
+      // not the input lives on; the step runs nothing (the runtime skips in-place view steps).
+      const int64_t at = shareable && view_alias && is_view_op(n) && pin->layout == ir::Layout::nchw &&
+                                 pout.layout == ir::Layout::nchw
+                             ? view_at(n, st, *pin)
+                             : -1;
+      const bool as_view = at >= 0 && (n.op == ir::OpKind::Gather ? pout.bytes <= pin->bytes - at : pout.bytes == pin->bytes);
       // An elementwise step writes over its input only when no value of that buffer (the input or
       // a view of it) is read after this step.
-      const bool over_input = shareable && inplace && in_place_op(n) && last[static_cast<size_t>(in0)] == s &&
+      const bool over_input = shareable && pin->bytes == pout.bytes && inplace && in_place_op(n) && last[static_cast<size_t>(in0)] == s &&
                               buffers[static_cast<size_t>(group[static_cast<size_t>(in0)])].last_step == s &&
                               std::count(st.inputs.begin(), st.inputs.end(), in0) == 1;
       if (as_view || over_input) {
+        view_offset[static_cast<size_t>(v)] = view_offset[static_cast<size_t>(in0)] + (as_view ? at : 0);
         int b = group[static_cast<size_t>(in0)];
         group[static_cast<size_t>(v)] = b;
         buffers[static_cast<size_t>(b)].last_step = std::max(buffers[static_cast<size_t>(b)].last_step, last[static_cast<size_t>(v)]);
@@ -932,7 +982,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   if (!memory_plan_is_valid(buffers, mp)) return internal_error("memory plan is invalid");
   plan.arena_bytes = mp.arena_bytes;
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])] + ca.byte_offset[v];
+    if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])] + ca.byte_offset[v] + view_offset[v];
   plan.report.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }

@@ -63,9 +63,11 @@ struct BuildReport {
 // "batch=4 seq=128".
 std::string dims_to_string(const std::map<std::string, int64_t>& dims);
 
-// Reshape, Flatten, Squeeze, Unsqueeze, Identity: ops whose output is their input's bytes. The
-// builder lets such a step's output share the input's buffer (memory.view_alias), marking the
-// step in_place, and the runtime then runs nothing for it.
+// Ops whose step may be a view of its input's buffer: Reshape, Flatten, Squeeze, Unsqueeze,
+// Identity (the same bytes), Transpose when it moves only dims of size 1, Gather of one constant
+// index when every dim before the axis is 1 (a contiguous block). Where the builder lets the output
+// share the input's buffer (memory.view_alias) it marks the step in_place, and the runtime then runs
+// nothing for it.
 bool is_view_op(const ir::Node& n);
 
 struct Plan {

@@ -49,7 +49,8 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
         aliased += st.in_place;
       }
     if (views > 0)
-      std::printf("view steps (Reshape and kin): %d, %d of them aliased (run nothing; memory.view_alias)\n", views, aliased);
+      std::printf("steps that can be views (Reshape and kin, Transpose, Gather): %d, %d of them aliased (run nothing; "
+                  "memory.view_alias)\n", views, aliased);
   }
   for (const std::string& s : plan.report.inactive) std::printf("inactive route setting: %s\n", s.c_str());
   if (!plan.report.workspace_skipped.empty()) {

@@ -658,5 +658,55 @@ TEST(BuilderMemory, ViewsAliasTheirInputAndInPlaceRespectsTheSharedBuffer) {
     }
 }
 
+// Transposes that move only size-1 dims and Gathers of one constant index over a contiguous block
+// are views too: a stacked QKV-like projection [3][4][16] picked apart by Gathers (offsets 0, 1, 2
+// blocks inside the Relu's buffer), a [1][4][16] -> [4][1][16] Transpose (a view) and a
+// [4][16] -> [16][4] one (a real copy). Results match the reference.
+TEST(BuilderMemory, SizeOneTransposesAndConstantGathersAreViews) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"3", "4", "16"});
+  test::initializer_i64(m, "i0", {}, {0});
+  test::initializer_i64(m, "i2", {}, {-1});
+  test::initializer_i64(m, "shape", {3}, {1, 4, 16});
+  m.node("Relu", {"x"}, {"a"}, "relu");
+  m.node("Gather", {"a", "i0"}, {"q"}, "gq");
+  m.node("Gather", {"a", "i2"}, {"v"}, "gv");
+  m.node("Reshape", {"q", "shape"}, {"q3"}, "reshape");
+  auto* t1 = m.node("Transpose", {"q3"}, {"qt"}, "t_view");
+  test::attr_ints(t1, "perm", {1, 0, 2});
+  auto* t2 = m.node("Transpose", {"v"}, {"vt"}, "t_copy");
+  test::attr_ints(t2, "perm", {1, 0});
+  m.node("Neg", {"qt"}, {"y"}, "neg");
+  m.node("Sigmoid", {"vt"}, {"z"}, "sig");
+  m.node("Tanh", {"a"}, {"w"}, "tanh");
+  m.output("y", 1, {});
+  m.output("z", 1, {});
+  m.output("w", 1, {});
+  ir::Model model = load(m);
+  for (const char* alias : {"on", "off"}) {
+    const std::string route = std::string("memory.view_alias=") + alias;
+    auto e = build_and_check(model, route);
+    ASSERT_TRUE(e);
+    const builder::Plan& p = e->plan();
+    auto value = [&](const char* name) -> const builder::PlanValue& {
+      for (size_t v = 0; v < p.model.graph.values.size(); ++v)
+        if (p.model.graph.values[v].name == name) return p.values[v];
+      ADD_FAILURE() << "no value " << name;
+      return p.values[0];
+    };
+    const bool on = std::string(alias) == "on";
+    const int64_t block = 4 * 16 * 4;
+    EXPECT_EQ(value("q").offset == value("a").offset, on) << route;
+    EXPECT_EQ(value("v").offset == value("a").offset + 2 * block, on) << route;
+    EXPECT_EQ(value("qt").offset == value("a").offset, on) << route;
+    for (const builder::PlanStep& st : p.steps) {
+      const std::string& name = p.model.graph.nodes[static_cast<size_t>(st.node)].name;
+      if (name == "gq" || name == "gv" || name == "reshape" || name == "t_view") EXPECT_EQ(st.in_place, on) << route << ": " << name;
+      if (name == "t_copy") EXPECT_FALSE(st.in_place) << route << ": [4][16] -> [16][4] moves data";
+      if (name == "neg" && on) EXPECT_FALSE(st.in_place) << route << ": `a` is read later by the Tanh";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tac
