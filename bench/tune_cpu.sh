@@ -2,17 +2,19 @@
 # Tuned vs default vs isolated-selection engines, and against ONNX Runtime, on the CPU.
 #
 # usage: bench/tune_cpu.sh [--budget 10m] [--threads "1 2"] [--models "resnet18 ..."] [--rounds 3]
-#                          [--strategy tpe] [--tolerance "..."] [--out FILE | --no-save]
+#                          [--strategy tpe] [--tolerance "..."] [--out FILE | --no-save] [--reuse WORK]
 #
 # For each model and thread count:
 #   1. tactician tune MODEL --budget B --threads N --strategy S [--tolerance T] --out WORK/<model>.t<N>
 #      (its wall time is the tuning cost; its best.route is the tuned engine)
-#   2. R rounds, interleaved, each a new process:
-#        tactician bench MODEL --threads N --json                                    (default route)
-#        tactician bench MODEL --threads N --json --route builder.selection=isolated (per-layer profiling)
-#        tactician bench MODEL --threads N --json --route-file WORK/.../best.route   (tuned)
+#   2. R rounds, each a new process per engine kind:
+#        tactician bench MODEL --threads N --json --compare default,WORK/isolated.route,WORK/.../best.route
+#          (default route, builder.selection=isolated = per-layer profiling, tuned: the three engines in one
+#          process, timed in 0.5 s blocks that rotate among them 3 times, so a slow spell of the shared
+#          machine falls on all three alike; separate processes per engine disagreed by up to 30% at 2 threads)
 #        node bench/ort/bench_ort.js MODEL --threads N                               (ONNX Runtime, if installed)
-#   (all tunes first, then all rounds). Each figure is the median of the R round medians. Prints a Markdown table with the speed-ups
+#   (all tunes first, then all rounds). --reuse WORK: no tunes; the best.route files and tuning
+#   times of an earlier run's work folder (/tmp/tactician-tune-bench.*) are measured again. Each figure is the median of the R round medians. Prints a Markdown table with the speed-ups
 #   (default/tuned, default/isolated, ORT/tuned), the tuning wall time and the break-even (how many
 #   inferences repay the tuning time), with geometric means; saves it to results/tune-<date>-<commit>.md.
 # Environment: TACTICIAN (default build/tactician), SHARED_MODELS, BENCH_TIMEOUT (default 900 s).
@@ -27,6 +29,7 @@ STRATEGY=tpe
 TOLERANCE=""
 OUT=""
 SAVE=1
+REUSE=""
 CMDLINE="bench/tune_cpu.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,7 +41,8 @@ while [ $# -gt 0 ]; do
     --tolerance) TOLERANCE=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --no-save) SAVE=0; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --reuse) REUSE=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tune_cpu.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -65,6 +69,22 @@ try:
 except Exception:
     print("n/a")'
 }
+bench_compare() {  # model threads round entries: one process, default/isolated/tuned interleaved
+  local m=$1 t=$2 r=$3 entries=$4
+  local log="$WORK/$m.t$t.compare.r$r.log"
+  timeout "$BENCH_TIMEOUT" "$TACTICIAN" bench "$(model_path "$m")" --threads "$t" --json --compare "$entries" \
+    --rounds 3 --block-seconds 0.5 > "$log" 2> "$log.err"
+  grep -v '^[[:space:]]*$' "$log" | tail -n 1 | python3 -c '
+import json, sys
+names = sys.argv[1].split(",")
+try:
+    got = {e["name"]: e["median_ms"] for e in json.loads(sys.stdin.read())["engines"]}
+except Exception:
+    got = {}
+for label, name in zip(("default", "isolated", "tuned"), names):
+    print("\t".join([sys.argv[2], sys.argv[3], label, str(got.get(name, "n/a")), ""]))' "$entries" "$m" "$t" >> "$RAW"
+  printf 'tune_cpu.sh: %-14s t%s compare round %s: %s\n' "$m" "$t" "$r" "$(tail -n 3 "$RAW" | cut -f3,4 | tr '\t\n' '= ')" >&2
+}
 bench_one() {  # engine model threads round [args...]
   local engine=$1 m=$2 t=$3 r=$4; shift 4
   local log="$WORK/$m.t$t.$engine.r$r.log" med
@@ -86,6 +106,11 @@ for t in $THREADS; do
     mp=$(model_path "$m")
     [ -f "$mp" ] || { echo "tune_cpu.sh: $mp missing, skipped" >&2; continue; }
     out="$WORK/$m.t$t"
+    if [ -n "$REUSE" ]; then
+      [ -d "$REUSE/$m.t$t" ] && ln -s "$REUSE/$m.t$t" "$out"
+      grep -P "^$m\t$t\ttune_s\t" "$REUSE/raw.tsv" | tail -n 1 >> "$RAW"
+      continue
+    fi
     tol=(); [ -n "$TOLERANCE" ] && tol=(--tolerance "$TOLERANCE")
     echo "tune_cpu.sh: tuning $m at $t thread(s), budget $BUDGET ($(date -u +%H:%M:%S) UTC)" >&2
     t0=$(date +%s.%N)
@@ -101,12 +126,11 @@ for t in $THREADS; do
   for m in $MODELS; do
     [ -f "$(model_path "$m")" ] || continue
     out="$WORK/$m.t$t"
-    route=()
-    [ -f "$out/best.route" ] && route=(--route-file "$out/best.route")
+    echo "builder.selection=isolated" > "$WORK/isolated.route"
+    entries="default,$WORK/isolated.route"
+    if [ -f "$out/best.route" ]; then entries="$entries,$out/best.route"; else printf '%s\t%s\ttuned\tn/a\tno best.route\n' "$m" "$t" >> "$RAW"; fi
     for r in $(seq 1 "$ROUNDS"); do
-      bench_one default "$m" "$t" "$r"
-      bench_one isolated "$m" "$t" "$r" --route builder.selection=isolated
-      if [ ${#route[@]} -gt 0 ]; then bench_one tuned "$m" "$t" "$r" "${route[@]}"; else printf '%s\t%s\ttuned\tn/a\tno best.route\n' "$m" "$t" >> "$RAW"; fi
+      bench_compare "$m" "$t" "$r" "$entries"
       bench_one ort "$m" "$t" "$r"
     done
   done

@@ -1,7 +1,10 @@
 // tactician bench MODEL.onnx|MODEL.plan [--route ...] [--threads N] [--json]
+#include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "builder/plan_file.h"
+#include "core/json.h"
 #include "cli/engine_args.h"
 #include "io/onnx_import.h"
 
@@ -10,6 +13,11 @@ namespace tac::cli {
 namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 }  // namespace
 
@@ -25,6 +33,13 @@ Result<std::unique_ptr<runtime::Engine>> engine_for_positional(Args& args) {
   return engine_from_args(args, &model, opts);
 }
 
+// --compare: several engines of one model in one process, timed in short blocks that rotate
+// among them round after round, so a slow spell of a shared machine falls on all of them alike.
+// Each round gives every engine a block (2 warm-up runs, then runs for --block-seconds); the
+// ratios to the first engine are taken per round (paired) and summarised by their median and
+// range. Entries: "default" (the route of the other flags), a route file, or a .plan file.
+int bench_compare(Args& args);
+
 int cmd_bench(int argc, char** argv) {
   Args args;
   std::string err;
@@ -39,15 +54,23 @@ int cmd_bench(int argc, char** argv) {
       "On CUDA the time is device time between CUDA events around the engine's steps (a CUDA graph's\n"
       "replay with cuda.graphs=on), inputs uploaded before and outputs left on the device.\n"
       "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n"
-      "  --l2-flush             CUDA: overwrite twice the L2 before each timed run (cold L2; default warm)\n";
+      "  --l2-flush             CUDA: overwrite twice the L2 before each timed run (cold L2; default warm)\n"
+      "  --compare E1,E2,...    time several engines of MODEL.onnx in one process, interleaved: each entry is\n"
+      "                         'default' (the route the other flags give), a route file, or a .plan file;\n"
+      "                         --rounds R (default 10) rounds, each a block of --block-seconds (default 0.3)\n"
+      "                         per engine in rotating order; prints each engine's median and its per-round\n"
+      "                         (paired) ratio to the first; --json: {\"engines\": [{\"name\", \"median_ms\",\n"
+      "                         \"speedup_vs_first\", \"speedup_low\", \"speedup_high\"}], \"rounds\", \"threads\"}\n";
   std::set<std::string> flags = kEngineFlags;
-  for (const char* f : {"--min-runs", "--min-seconds", "--warmup", "--input-sets"}) flags.insert(f);
+  for (const char* f : {"--min-runs", "--min-seconds", "--warmup", "--input-sets", "--compare", "--rounds", "--block-seconds"})
+    flags.insert(f);
   if (!parse_args(argc, argv, 2, flags, {"--json", "--help", "--l2-flush"}, args, err) || args.positional.size() != 1 ||
       args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician bench: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
     return args.has("--help") ? 0 : 2;
   }
+  if (args.has("--compare")) return bench_compare(args);
   auto engine = engine_for_positional(args);
   if (!engine) {
     std::fprintf(stderr, "tactician bench: %s\n", engine.status().to_string().c_str());
@@ -91,6 +114,86 @@ int cmd_bench(int argc, char** argv) {
                           ((*engine)->graph_state().rfind("on", 0) == 0 ? "on" : "off") + "\", \"l2\": \"" + (args.has("--l2-flush") ? "cold" : "warm") + "\"")
                              .c_str()
                        : "");
+  return 0;
+}
+
+int bench_compare(Args& args) {
+  std::vector<std::string> names;
+  {
+    std::stringstream ss(args.get("--compare", ""));
+    for (std::string e; std::getline(ss, e, ',');)
+      if (!e.empty()) names.push_back(e);
+  }
+  const int rounds = std::max(1, std::atoi(args.get("--rounds", "10").c_str()));
+  const double block_s = std::max(0.01, std::strtod(args.get("--block-seconds", "0.3").c_str(), nullptr));
+  if (names.size() < 2 || ends_with(args.positional[0], ".plan")) {
+    std::fprintf(stderr, "tactician bench: --compare needs MODEL.onnx and at least two entries (default, route files, "
+                         ".plan files), got '%s'\n", args.get("--compare", "").c_str());
+    return 2;
+  }
+  auto model = io::load_model(args.positional[0]);
+  if (!model) {
+    std::fprintf(stderr, "tactician bench: %s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  std::vector<std::unique_ptr<runtime::Engine>> engines;
+  for (const std::string& name : names) {
+    Args a = args;
+    a.values.erase("--compare");
+    if (ends_with(name, ".plan")) {
+      a.values.erase("--route");
+      a.values.erase("--route-file");
+      a.values["--plan"] = {name};
+    } else if (name != "default") {
+      a.values.erase("--route");
+      a.values["--route-file"] = {name};
+    }
+    auto opts = build_options_from_args(a);
+    auto e = opts ? engine_from_args(a, a.has("--plan") ? nullptr : &*model, *opts)
+                  : Result<std::unique_ptr<runtime::Engine>>(opts.status());
+    if (!e) {
+      std::fprintf(stderr, "tactician bench: --compare entry '%s': %s\n", name.c_str(), e.status().to_string().c_str());
+      return e.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
+    }
+    engines.push_back(std::move(e).value());
+  }
+  const int sets = std::max(1, std::atoi(args.get("--input-sets", "4").c_str()));
+  std::vector<std::vector<Tensor>> inputs;
+  for (int k = 0; k < sets; ++k) {
+    auto set = random_inputs(*engines[0], 1000 + static_cast<uint64_t>(k));
+    if (!set) {
+      std::fprintf(stderr, "tactician bench: %s\n", set.status().to_string().c_str());
+      return 1;
+    }
+    inputs.push_back(std::move(set).value());
+  }
+  const size_t n = engines.size();
+  std::vector<std::vector<double>> block_ms(n);  // per engine, per round
+  for (int r = 0; r < rounds; ++r)
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % n;  // rotate who goes first
+      auto lat = measure(*engines[i], inputs, 3, block_s, 2, args.has("--l2-flush"));
+      if (!lat) {
+        std::fprintf(stderr, "tactician bench: --compare entry '%s': %s\n", names[i].c_str(), lat.status().to_string().c_str());
+        return 1;
+      }
+      block_ms[i].push_back(lat->median_ms);
+    }
+  const int threads = engines[0]->plan().threads;
+  std::string json = "{\"engines\": [";
+  std::printf("%s: %d interleaved rounds of %.2f s blocks, %d threads\n", args.positional[0].c_str(), rounds, block_s, threads);
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<double> ratios;
+    for (int r = 0; r < rounds; ++r) ratios.push_back(block_ms[0][static_cast<size_t>(r)] / block_ms[i][static_cast<size_t>(r)]);
+    const double med = median_of(block_ms[i]), sp = median_of(ratios);
+    const double lo = *std::min_element(ratios.begin(), ratios.end()), hi = *std::max_element(ratios.begin(), ratios.end());
+    std::printf("  %-40s median %9.4f ms   %.3fx the first (rounds: %.3f to %.3f)\n", names[i].c_str(), med, sp, lo, hi);
+    char buf[512];
+    std::snprintf(buf, sizeof buf, ", \"median_ms\": %.6f, \"speedup_vs_first\": %.4f, \"speedup_low\": %.4f, \"speedup_high\": %.4f}",
+                  med, sp, lo, hi);
+    json += std::string(i ? ", " : "") + "{\"name\": " + json_quote(names[i]) + buf;
+  }
+  if (args.has("--json")) std::printf("%s], \"rounds\": %d, \"threads\": %d}\n", json.c_str(), rounds, threads);
   return 0;
 }
 

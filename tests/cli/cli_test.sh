@@ -64,6 +64,10 @@ expect build-malformed-route 2 "'pass\.fuse_conv' is not of the form knob=value"
 expect build-duplicate-knob 2 "knob 'pass\.fuse_conv' is set twice" -- "$bin" build "$model" --route "pass.fuse_conv=on pass.fuse_conv=off"
 printf '# a route file\npass.fuse_conv=off   # keep convs apart\n\nmemory.planner=no_reuse\n' > "$tmp/r.route"
 expect build-route-file 0 "route: memory.planner=no_reuse pass.fuse_conv=off" -- "$bin" build "$model" --route-file "$tmp/r.route" -o "$tmp/r.plan"
+expect bench-compare 0 '^\{"engines": \[\{"name": "default", "median_ms": [0-9.]+, "speedup_vs_first": 1\.0000.*\{"name": ".*r\.route", "median_ms": [0-9.]+, "speedup_vs_first": [0-9.]+.*"rounds": 2' -- \
+  "$bin" bench "$model" --compare "default,$tmp/r.route" --rounds 2 --block-seconds 0.05 --json
+expect bench-compare-one nonzero "--compare needs MODEL.onnx and at least two entries" -- "$bin" bench "$model" --compare default
+expect bench-compare-bad-entry nonzero "--compare entry '$tmp/none.route'" -- "$bin" bench "$model" --compare "default,$tmp/none.route"
 expect run-plan 0 "outputs written" -- "$bin" run "$model" --plan "$tmp/r.plan" --input "data_0=$input" --output-dir "$tmp/o4"
 [ -f "$tmp/o4/softmaxout_1.pb" ] || { echo "FAIL run-plan: no output file"; fails=$((fails+1)); }
 # A corrupt plan (one byte flipped in the payload), a truncated plan, and something that is not a plan.
