@@ -87,6 +87,8 @@ int run_evaluate_command(int argc, char** argv) {
     else if (k == "--calibration") req.calibration_dir = v;
     else if (k == "--calibration-cache") req.calibration_cache = v;
     else if (k == "--backend") req.backend = v;
+    else if (k == "--compare-route") req.compare_route = v;
+    else if (k == "--compare-rounds") req.compare_rounds = std::max(1, std::atoi(v.c_str()));
     else {
       std::fprintf(stderr, "tactician evaluate: unknown flag %s\n", k.c_str());
       return 2;
@@ -157,7 +159,43 @@ int run_evaluate_command(int argc, char** argv) {
     std::string violation = check_tolerance(*tol, metrics);
     if (!violation.empty()) return child_fail("rejected", violation);
   }
-  if (req.measure) {
+  if (req.measure && !req.compare_route.empty()) {
+    auto croute = builder::Route::parse(req.compare_route);
+    if (!croute) return child_fail("build_failed", "compare route: " + croute.status().to_string());
+    auto cplan = builder::build_plan(*model, *croute, opts);
+    if (!cplan) return child_fail("build_failed", "compare route: " + cplan.status().to_string());
+    auto cengine = runtime::Engine::create(std::move(cplan).value());
+    if (!cengine) return child_fail("build_failed", "compare route: " + cengine.status().to_string());
+    const auto sets = timing_sets(inputs);
+    const int rounds = std::max(1, req.compare_rounds);
+    const double block_s = req.min_seconds / rounds;
+    const int block_runs = std::max(3, req.min_runs / rounds);
+    std::vector<double> a_ms, b_ms, ratios, cvs;
+    for (int r = 0; r < rounds; ++r) {
+      double ms[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) {
+        const int which = (k + r) % 2;  // alternate who goes first
+        auto lat = runtime::measure(which == 0 ? **engine : **cengine, sets, block_runs, block_s, /*warmup=*/2);
+        if (!lat) return child_fail("run_failed", (which ? "compare route: " : "") + lat.status().to_string());
+        ms[which] = lat->median_ms;
+        if (which == 0) cvs.push_back(lat->cv);
+      }
+      a_ms.push_back(ms[0]);
+      b_ms.push_back(ms[1]);
+      ratios.push_back(ms[0] / ms[1]);
+    }
+    auto med = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
+    report("median_ms", std::to_string(med(a_ms)));
+    report("cv", std::to_string(med(cvs)));
+    report("runs", std::to_string(rounds * block_runs));
+    report("compare_median_ms", std::to_string(med(b_ms)));
+    report("paired_ratio", std::to_string(med(ratios)));
+    report("paired_low", std::to_string(*std::min_element(ratios.begin(), ratios.end())));
+    report("paired_high", std::to_string(*std::max_element(ratios.begin(), ratios.end())));
+  } else if (req.measure) {
     auto lat = runtime::measure(**engine, timing_sets(inputs), req.min_runs, req.min_seconds, /*warmup=*/2);
     if (!lat) return child_fail("run_failed", lat.status().to_string());
     report("median_ms", std::to_string(lat->median_ms));
@@ -203,10 +241,15 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     args.push_back("--dim");
     args.push_back(d);
   }
+  if (!req.compare_route.empty()) {
+    args.push_back("--compare-rounds");
+    args.push_back(std::to_string(req.compare_rounds));
+  }
   for (const auto& [flag, v] : {std::pair<const char*, const std::string&>{"--save-plan", req.save_plan},
                                 {"--calibration", req.calibration_dir},
                                 {"--calibration-cache", req.calibration_cache},
-                                {"--backend", req.backend}})
+                                {"--backend", req.backend},
+                                {"--compare-route", req.compare_route}})
     if (!v.empty()) {
       args.push_back(flag);
       args.push_back(v);
@@ -286,6 +329,10 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     else if (k == "p90_ms") r.p90_ms = std::strtod(v.c_str(), nullptr);
     else if (k == "cv") r.cv = std::strtod(v.c_str(), nullptr);
     else if (k == "runs") r.runs = std::atoi(v.c_str());
+    else if (k == "compare_median_ms") r.compare_median_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "paired_ratio") r.paired_ratio = std::strtod(v.c_str(), nullptr);
+    else if (k == "paired_low") r.paired_low = std::strtod(v.c_str(), nullptr);
+    else if (k == "paired_high") r.paired_high = std::strtod(v.c_str(), nullptr);
     else if (k == "costs") {
       auto sp2 = v.find(' ');
       if (sp2 == std::string::npos) continue;

@@ -31,6 +31,11 @@ struct EvalRequest {
   std::string calibration_dir;    // int8 calibration inputs ("": the builder's default)
   std::string calibration_cache;  // folder the candidates share their int8 ranges through
   std::string backend = "cpu";    // "cpu" | "cuda": the child builds and times there (own CUDA context)
+  // Paired timing (with `measure`): the child also builds this route (not checked) and times both
+  // engines in one process, in `compare_rounds` rounds of one block each (min_seconds split among
+  // them, the order alternating), so a slow spell of a shared machine falls on both alike.
+  std::string compare_route;
+  int compare_rounds = 4;
 };
 
 struct EvalResult {
@@ -40,6 +45,9 @@ struct EvalResult {
   std::string metrics_json = "[]";
   double median_ms = 0, p10_ms = 0, p90_ms = 0, cv = 0;
   int runs = 0;
+  // With compare_route: that engine's median over its blocks, and the per-round ratios
+  // route ms / compare ms (above 1: the compare route is faster): median, lowest, highest.
+  double compare_median_ms = 0, paired_ratio = 0, paired_low = 0, paired_high = 0;
   double wall_s = 0;  // the child's whole life
   std::map<std::string, double> node_ms;  // with `profile`: median ms per node (steps of one node summed)
   std::map<std::string, std::string> tactics;  // the tactic the build chose for each node (once built)

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "tuner/database.h"
+#include "tuner/evaluator.h"
 #include "tuner/tune.h"
 
 namespace tac::tuner {
@@ -184,6 +185,41 @@ TEST(TuneSpace, ValuePriorsFollowIsolatedCosts) {
   const double r4 = std::pow(100.0 / 150.0, 4);
   EXPECT_NEAR(pr[2], 1.0 / 16 + 0.75 / (1 + 2 * r4), 1e-12);
   EXPECT_NEAR(pr[1], 1.0 / 16 + 0.75 * r4 / (1 + 2 * r4), 1e-12);
+}
+
+// Paired timing in one child: both engines built and timed in alternating blocks; a compare route
+// that does not build fails the request naming it.
+TEST(Evaluator, ComparesTwoRoutesInOneChild) {
+  const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
+  if (!fs::exists(zoo / "model.onnx")) GTEST_SKIP() << "no model zoo";
+  const fs::path dir = fs::temp_directory_path() / ("tac_eval_cmp_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
+  EvalRequest rq;
+  rq.model_path = (zoo / "model.onnx").string();
+  rq.data_dir = dir.string();
+  rq.route = "threads=1";
+  rq.compare_route = "threads=1 memory.planner=no_reuse pass.fuse_conv=off";
+  rq.check = false;
+  rq.min_seconds = 0.2;
+  rq.compare_rounds = 3;
+  EvalLimits lim;
+  lim.binary = TAC_BINARY;
+  EvalResult r = evaluate_in_child(rq, lim);
+  ASSERT_EQ(r.status, "ok") << r.reason;
+  EXPECT_GT(r.median_ms, 0);
+  EXPECT_GT(r.compare_median_ms, 0);
+  EXPECT_GT(r.paired_ratio, 0);
+  EXPECT_LE(r.paired_low, r.paired_ratio);
+  EXPECT_GE(r.paired_high, r.paired_ratio);
+  EXPECT_GE(r.runs, 9);
+  rq.compare_route = "threads=1 pass.fuse_conv=sometimes";
+  EvalResult bad = evaluate_in_child(rq, lim);
+  EXPECT_EQ(bad.status, "build_failed");
+  EXPECT_NE(bad.reason.find("compare route"), std::string::npos) << bad.reason;
+  EXPECT_NE(bad.reason.find("pass.fuse_conv"), std::string::npos) << bad.reason;
+  fs::remove_all(dir);
 }
 
 TEST(Tune, EvaluatesRecordsAndResumes) {
