@@ -28,8 +28,12 @@ const std::initializer_list<DType> kMatMulTypes = {DType::float32, DType::float6
                                                    DType::int32,   DType::int64,   DType::uint32,  DType::uint64};
 
 // out[M,N] += a[M,K] * b[K,N] with row-major contiguous operands (i-k-j order, Acc accumulator).
+// Rows are independent and each is computed by the same sequential loop, so spreading them over
+// threads (large products only) changes no result bit: it only makes the reference of a
+// BERT-size model take seconds instead of a minute (the tuner computes it before every tune).
 template <class Acc>
 void matmul_2d(const Acc* a, const Acc* b, Acc* out, int64_t M, int64_t K, int64_t N) {
+#pragma omp parallel for schedule(static) if (M > 1 && M * K * N > (int64_t{1} << 22))
   for (int64_t i = 0; i < M; ++i) {
     Acc* row = out + i * N;
     for (int64_t k = 0; k < K; ++k) {
