@@ -183,6 +183,11 @@ int cmd_tune(int argc, char** argv) {
   if (saved_ms > 0 && !is_default)
     std::printf("tuning cost %.0f s of wall time; it pays back after %.0f inferences\n", s.wall_s,
                 s.wall_s * 1e3 / saved_ms);
+  if (distributed) {
+    std::printf("candidates per evaluator rank:");
+    for (const auto& [rank, n] : s.candidates_by_rank) std::printf(" %d: %d", rank, n);
+    std::printf("\n");
+  }
   if (!o.out_dir.empty())
     std::printf("wrote %s/best.plan, best.route, summary.json, report.html; database %s\n", o.out_dir.c_str(),
                 o.db_path.c_str());

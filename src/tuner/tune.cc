@@ -205,6 +205,9 @@ IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& k
 }
 
 std::string TuneSummary::to_json() const {
+  std::string by_rank;
+  for (const auto& [rank, n] : candidates_by_rank)
+    by_rank += (by_rank.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + std::to_string(n);
   return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " +
          fmt(speedup, 4) + ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
          ", \"candidates\": " + std::to_string(candidates) + ", \"failed\": " + std::to_string(failed) +
@@ -212,7 +215,8 @@ std::string TuneSummary::to_json() const {
          ", \"best_route\": " + json_quote(best_route) + ", \"accuracy\": " + best_metrics_json +
          ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) + ", \"stop_reason\": " +
          json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
-         std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) + "}";
+         std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) +
+         ", \"candidates_by_rank\": {" + by_rank + "}}";
 }
 
 namespace {
@@ -685,6 +689,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (d.lost) line(d.results.empty() ? std::string("an evaluator was lost") : d.results[0].reason);
     if (f.kind == JobKind::candidate) {
       --candidates_in_flight;
+      ++sum.candidates_by_rank[d.rank];
       TAC_ASSIGN_OR_RETURN(CandidateRecord rec, record_candidate(f.route, f.who, d.results.at(0)));
       for (const Waiter& w : waiting[f.route]) {
         if (!w.hist->contains(w.point)) w.hist->trials.push_back({w.point, objective(rec)});

@@ -72,6 +72,9 @@ struct TuneSummary {
   size_t dimensions = 0;
   uint64_t space_size = 0;
   size_t refined_knobs = 0;  // per-node knobs of the refinement phase (0: none)
+  // Candidates of the search loop each evaluator evaluated, by MPI rank (0: this process); lost
+  // ones included (recorded as crashed).
+  std::map<int, int> candidates_by_rank;
   std::string to_json() const;
 };
 
