@@ -19,6 +19,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -225,22 +226,31 @@ class MpiEvaluators final : public Evaluators {
 
   void add_lost(int rank, uint64_t ticket, const std::string& why) {
     g_rank_lost = true;
+    // A hung rank on this host is killed: under mpirun --enable-recovery a dead rank is
+    // forgotten, while a hung one would keep mpirun waiting after the search (even after
+    // MPI_Abort). A rank on another host is left to its own idle limit.
+    std::string killed;
+    if (auto w = where_.find(rank); w != where_.end() && w->second.first == host_name() && w->second.second > 0 &&
+                                    kill(w->second.second, SIGKILL) == 0)
+      killed = " (killed its pid " + std::to_string(w->second.second) + ")";
     JobDone d;
     d.ticket = ticket;
     d.rank = rank;
     d.lost = true;
     d.results.resize(jobs_[rank].first);
     for (EvalResult& r : d.results)
-      r.reason = "evaluator rank " + std::to_string(rank) + " lost: " + why + "; it gets no more work";
+      r.reason = "evaluator rank " + std::to_string(rank) + " lost: " + why + "; it gets no more work" + killed;
     lost_.push_back(std::move(d));
   }
 
   DispatchQueue& queue() { return queue_; }
+  void set_where(int rank, const std::string& host, long pid) { where_[rank] = {host, pid}; }
 
  private:
   DispatchQueue queue_;
   std::map<int, std::pair<size_t, double>> jobs_;  // each rank's current job: requests, deadline (s)
   std::vector<JobDone> lost_;
+  std::map<int, std::pair<std::string, long>> where_;  // rank -> host, pid (from its hello)
   bool stopped_ = false;
 };
 
@@ -282,6 +292,7 @@ int run_mpi_worker(const WorkerOptions& o) {
   FieldWriter hello;
   hello.put("host", host_name());
   hello.put("placement", placement);
+  hello.put("pid", static_cast<int64_t>(::getpid()));
   hello.put("error", error);
   int code = 0;
   if (!send_within(hello.text(), 0, kHello, 60).is_ok()) code = 1;
@@ -376,12 +387,15 @@ Result<std::unique_ptr<Evaluators>> mpi_evaluators(const WorkerOptions& o, std::
     auto fields = read_fields(*msg);
     if (!fields) return internal_error("rank " + std::to_string(st.MPI_SOURCE) + " sent an unreadable hello");
     std::string host, where, error;
+    long pid = 0;
     for (const auto& [k, v] : *fields) {
-      if (k == "host") host = v;
+      if (k == "pid") pid = std::atol(v.c_str());
+      else if (k == "host") host = v;
       else if (k == "placement") where = v;
       else if (k == "error") error = v;
     }
     hellos[st.MPI_SOURCE] = host + ": " + where;
+    pool->set_where(st.MPI_SOURCE, host, pid);
     if (!error.empty()) errors += (errors.empty() ? "" : "; ") + std::string("rank ") + std::to_string(st.MPI_SOURCE) + ": " + error;
   }
   placement.clear();
@@ -393,6 +407,14 @@ Result<std::unique_ptr<Evaluators>> mpi_evaluators(const WorkerOptions& o, std::
       pool->queue().declare_lost(r);
       g_rank_lost = true;
     }
+  }
+  // OpenMPI's mpirun ends the whole job when a rank dies, unless --enable-recovery (which it
+  // announces to the ranks as OMPI_MCA_orte_enable_recovery=1).
+  if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    const char* recovery = std::getenv("OMPI_MCA_orte_enable_recovery");
+    if (!recovery || std::string(recovery) != "1")
+      placement += "note: without `mpirun --enable-recovery` a rank that dies ends the whole job (the database keeps "
+                   "what was evaluated: rerun to resume)\n";
   }
   if (!errors.empty()) return invalid_argument("worker ranks cannot evaluate: " + errors);
   if (pool->live() == 0) return internal_error("no worker rank said hello within 120 s");

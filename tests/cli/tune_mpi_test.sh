@@ -6,7 +6,8 @@
 #  2. a short default (tpe) search under `mpirun -np 3` finishes with a valid best, writes its
 #     outputs, and every evaluator rank evaluated candidates;
 #  3. a planted worker death (--mpi-test-lose 2, under mpirun --enable-recovery): the search goes
-#     on with rank 1, the lost candidate is recorded as crashed naming rank 2;
+#     on with rank 1, the lost candidate is recorded as crashed naming rank 2; the same for a
+#     worker that hangs (it is killed at its deadline, and the MPI job still ends);
 #  4. bad input: a model no rank can read is a clear error, no hang.
 # Skipped (exit 77) when mpirun is absent. Usage: tune_mpi_test.sh path/to/tactician path/to/model/dir
 set -u
@@ -83,6 +84,18 @@ assert by.get("2") == 1 and by.get("1", 0) >= 5, by
 print(f"dead rank 2: its candidate recorded as {lost[0][1]} ({lost[0][2]}); rank 1 went on: {by}")
 PY
 grep -q "rank 2 lost" "$tmp/dead.err" || fail "the loss of rank 2 was not reported"
+
+# 3b. A worker that hangs on its first job: lost at its deadline, killed, the job still ends.
+mpi --enable-recovery -np 3 "$bin" tune "$model" --strategy full --knobs "memory.*" --budget 30s --threads 1 \
+  --timeout 5s --db "$tmp/hang.db" --json --mpi-test-lose 2:hang > "$tmp/hang.out" 2> "$tmp/hang.err"
+rc=$?
+[ $rc -eq 0 ] || { fail "tune with a hung rank exited $rc"; tail -20 "$tmp/hang.err"; }
+python3 - "$tmp/hang.db" <<'PY' || fail "hung rank"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+lost = db.execute("select status, reason from candidates where reason like '%rank 2 lost%'").fetchall()
+assert len(lost) == 1 and lost[0][0] == "crashed" and "killed" in lost[0][1], lost
+PY
 
 # 4. Bad input: nothing to read, no hang.
 mpi -np 2 "$bin" tune "$tmp/nosuch.onnx" --budget 30s --threads 1 --db "$tmp/bad.db" > "$tmp/bad.out" 2>&1
