@@ -352,7 +352,7 @@ class LocalEvaluators final : public Evaluators {
 
 std::unique_ptr<Evaluators> local_evaluators() { return std::make_unique<LocalEvaluators>(); }
 
-std::vector<EvalResult> run_on_reference(Evaluators& pool, const EvalJob& job) {
+std::vector<EvalResult> run_on_reference(Evaluators& pool, const EvalJob& job, std::string* evaluator) {
   auto lost = [&](const std::string& why) {
     std::vector<EvalResult> out(job.requests.size());
     for (EvalResult& r : out) r.reason = why;
@@ -363,6 +363,7 @@ std::vector<EvalResult> run_on_reference(Evaluators& pool, const EvalJob& job) {
   if (Status st = pool.submit(0, job, true); !st.is_ok()) return lost(st.message());
   std::optional<JobDone> d = pool.next();
   if (!d) return lost("internal: the reference evaluator returned nothing");
+  if (evaluator) *evaluator = d->evaluator;
   return d->results;
 }
 

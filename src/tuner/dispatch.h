@@ -34,6 +34,7 @@ struct JobDone {
   std::vector<EvalResult> results;  // one per request; on a lost evaluator all "crashed", the reason naming the rank
   int rank = 0;                      // the evaluator that ran it (0: the local pool)
   bool lost = false;                 // the evaluator missed its deadline: no result came back
+  std::string evaluator;             // "rank N (host)"; "" for the local pool (recorded in the database)
 };
 
 class Evaluators {
@@ -60,7 +61,8 @@ class Evaluators {
 std::unique_ptr<Evaluators> local_evaluators();
 
 // Runs one job on the reference evaluator and waits for it (nothing else may be in flight).
-std::vector<EvalResult> run_on_reference(Evaluators& pool, const EvalJob& job);
+// `evaluator`, if given, receives the JobDone's evaluator.
+std::vector<EvalResult> run_on_reference(Evaluators& pool, const EvalJob& job, std::string* evaluator = nullptr);
 
 // Seconds a job may take before its evaluator is declared lost: each request's child time limit
 // plus a margin for the exec, the model load and the transfers.

@@ -192,6 +192,7 @@ class MpiEvaluators final : public Evaluators {
         JobDone d;
         d.ticket = *ticket;
         d.rank = st.MPI_SOURCE;
+        d.evaluator = evaluator_name(d.rank);
         auto results = msg ? decode_results(*msg) : Result<std::vector<EvalResult>>(msg.status());
         if (results && results->size() == jobs_[d.rank].first) {
           d.results = std::move(results).value();
@@ -236,6 +237,7 @@ class MpiEvaluators final : public Evaluators {
     JobDone d;
     d.ticket = ticket;
     d.rank = rank;
+    d.evaluator = evaluator_name(rank);
     d.lost = true;
     d.results.resize(jobs_[rank].first);
     for (EvalResult& r : d.results)
@@ -245,6 +247,10 @@ class MpiEvaluators final : public Evaluators {
 
   DispatchQueue& queue() { return queue_; }
   void set_where(int rank, const std::string& host, long pid) { where_[rank] = {host, pid}; }
+  std::string evaluator_name(int rank) const {
+    auto w = where_.find(rank);
+    return "rank " + std::to_string(rank) + (w == where_.end() ? std::string() : " (" + w->second.first + ")");
+  }
 
  private:
   DispatchQueue queue_;

@@ -401,11 +401,12 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return job;
   };
   // One evaluation on the reference evaluator, nothing else in flight (before and after the search).
-  auto eval_now = [&](const EvalRequest& rq) { return run_on_reference(*pool, job_of({rq}))[0]; };
+  std::string reference_evaluator;  // who ran the last eval_now
+  auto eval_now = [&](const EvalRequest& rq) { return run_on_reference(*pool, job_of({rq}), &reference_evaluator)[0]; };
 
   // Records a candidate's evaluation in the database and the counters.
-  auto record_candidate = [&](const std::string& text, const std::string& who,
-                              const EvalResult& r) -> Result<CandidateRecord> {
+  auto record_candidate = [&](const std::string& text, const std::string& who, const EvalResult& r,
+                              const std::string& evaluator) -> Result<CandidateRecord> {
     CandidateRecord rec;
     rec.model_hash = model.hash;
     rec.device = device;
@@ -423,6 +424,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     rec.cv = r.cv;
     rec.runs = r.runs;
     rec.threads = opts.threads;
+    rec.evaluator = evaluator;
     rec.unix_time = static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
                                             std::chrono::system_clock::now().time_since_epoch()).count());
     TAC_ASSIGN_OR_RETURN(rec.id, db->insert(rec));
@@ -441,7 +443,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   auto evaluate_route = [&](const builder::Route& route, const std::string& who) -> Result<CandidateRecord> {
     const std::string text = active_text(route);
     if (auto it = by_route.find(text); it != by_route.end()) return it->second;
-    return record_candidate(text, who, eval_now(request(text, opts.cheap_seconds)));
+    const EvalResult r = eval_now(request(text, opts.cheap_seconds));
+    return record_candidate(text, who, r, reference_evaluator);
   };
   auto objective = [](const CandidateRecord& rec) { return rec.status == "ok" ? rec.median_ms : INFINITY; };
   // Evaluates the point `p` of `sp` now and adds it to `hist` (the history of the strategy searching `sp`).
@@ -690,7 +693,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (f.kind == JobKind::candidate) {
       --candidates_in_flight;
       ++sum.candidates_by_rank[d.rank];
-      TAC_ASSIGN_OR_RETURN(CandidateRecord rec, record_candidate(f.route, f.who, d.results.at(0)));
+      TAC_ASSIGN_OR_RETURN(CandidateRecord rec, record_candidate(f.route, f.who, d.results.at(0), d.evaluator));
       for (const Waiter& w : waiting[f.route]) {
         if (!w.hist->contains(w.point)) w.hist->trials.push_back({w.point, objective(rec)});
         points_in_flight.erase({w.hist, w.point});

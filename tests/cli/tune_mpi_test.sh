@@ -48,12 +48,15 @@ PY
 # 2. A short default search over 2 evaluator ranks.
 mpi -np 3 "$bin" tune "$model" --budget 35s --threads 1 --db "$tmp/tpe.db" --out "$tmp/out" --json --quiet \
   > "$tmp/tpe.out" 2> "$tmp/tpe.err" || { fail "mpirun -np 3 tune (tpe) exited $?"; cat "$tmp/tpe.err"; }
-python3 - "$(tail -1 "$tmp/tpe.out")" <<'PY' || fail "tpe summary"
-import json, sys
+python3 - "$(tail -1 "$tmp/tpe.out")" "$tmp/tpe.db" <<'PY' || fail "tpe summary"
+import json, sqlite3, sys
 s = json.loads(sys.argv[1])
 assert s["best_ms"] > 0 and s["default_ms"] > 0 and s["speedup"] > 0, s
 by = s["candidates_by_rank"]
 assert set(by) == {"1", "2"} and min(by.values()) >= 1, by
+# The database records who evaluated each candidate ("rank N (host)").
+who = {r[0].split(" (")[0] for r in sqlite3.connect(sys.argv[2]).execute("select evaluator from candidates")}
+assert who == {"rank 1", "rank 2"}, who
 print(f"tpe: {s['candidates']} candidates, per rank {by}, best {s['best_ms']:.3f} ms ({s['speedup']:.3f}x)")
 PY
 for f in best.plan best.route summary.json report.html; do [ -s "$tmp/out/$f" ] || fail "missing $f"; done
