@@ -115,10 +115,25 @@ std::string place(int slot, const WorkerOptions& o) {
       std::vector<std::string> list;
       std::stringstream ss(v);
       for (std::string item; std::getline(ss, item, ',');) list.push_back(item);
-      if (static_cast<size_t>(slot) >= list.size())
-        return "GPU slot " + dev + " but CUDA_VISIBLE_DEVICES=" + v + " lists " + std::to_string(list.size()) +
-               ": sharing GPU " + list[static_cast<size_t>(slot) % list.size()];
+      if (static_cast<size_t>(slot) >= list.size()) {
+        const std::string given = v;  // read before setenv replaces it
+        dev = list[static_cast<size_t>(slot) % list.size()];
+        setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
+        return "SHARING GPU " + dev + ": evaluator slot " + std::to_string(slot) + " but CUDA_VISIBLE_DEVICES=" + given +
+               " lists " + std::to_string(list.size()) + " (use fewer ranks)";
+      }
       dev = list[static_cast<size_t>(slot)];
+    } else {
+      // The NVIDIA driver lists one folder per GPU here (no CUDA call needed); 0 when unknown.
+      std::error_code ec;
+      long gpus = 0;
+      for (fs::directory_iterator it("/proc/driver/nvidia/gpus", ec), end; !ec && it != end; it.increment(ec)) ++gpus;
+      if (gpus > 0 && slot >= gpus) {
+        dev = std::to_string(slot % gpus);
+        setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
+        return "SHARING GPU " + dev + ": evaluator slot " + std::to_string(slot) + " but the host has " + std::to_string(gpus) +
+               " GPUs (use fewer ranks)";
+      }
     }
     setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
     return "GPU " + dev;
