@@ -38,7 +38,9 @@ int cmd_tune(int argc, char** argv) {
       "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n"
       "Distributed: `mpirun -np N tactician tune ...` runs one search over N-1 evaluator ranks (rank 0\n"
       "coordinates and owns the database and outputs; CPU ranks pinned to --threads cores each, CUDA\n"
-      "ranks one GPU each by local rank). A rank that dies or hangs is dropped after its job's deadline.\n"
+      "ranks one GPU each by local rank). A rank that dies or hangs is dropped after its job's deadline;\n"
+      "launch with `mpirun --enable-recovery --bind-to none`: without recovery OpenMPI ends the whole job\n"
+      "when a rank dies (the database keeps what was evaluated: rerun to resume).\n"
       "  --mpi-test-lose RANK[:hang]  (tests) that worker rank dies (or hangs) on its first job\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",

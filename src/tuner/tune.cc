@@ -683,7 +683,6 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
                       b = remeasure_request(entries[i].rec.route, opts.careful_seconds);
     return submit(std::move(f), {a, b, a, b});
   };
-  std::optional<std::string> error;  // the first failure of the loop (a database error)
   auto handle = [&](JobDone& d) -> Status {
     auto it = inflight.find(d.ticket);
     if (it == inflight.end()) return internal_error("a result for an unknown job came back");
