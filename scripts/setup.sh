@@ -19,7 +19,8 @@ done
 packages=(cmake ninja-build g++ ccache pkg-config
           libonnx-dev libprotobuf-dev protobuf-compiler
           libgtest-dev libgmock-dev
-          libdnnl-dev libopenblas-openmp-dev libsqlite3-dev libbenchmark-dev python3)
+          libdnnl-dev libopenblas-openmp-dev libsqlite3-dev libbenchmark-dev python3
+          libopenmpi-dev openmpi-bin)  # distributed tuning: mpirun -np N tactician tune
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

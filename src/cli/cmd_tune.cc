@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/engine_args.h"
+#include "tuner/distributed.h"
 #include "tuner/tune.h"
 
 namespace tac::cli {
@@ -34,11 +35,17 @@ int cmd_tune(int argc, char** argv) {
       "                   \"precision.default=fp16\"); the default route compared against is this route\n"
       "  --no-refine      keep same-signature nodes grouped (by default random/coordinate/evolution/tpe\n"
       "                   spend the second half of the budget refining the costliest groups per node)\n"
-      "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n";
+      "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n"
+      "Distributed: `mpirun -np N tactician tune ...` runs one search over N-1 evaluator ranks (rank 0\n"
+      "coordinates and owns the database and outputs; CPU ranks pinned to --threads cores each, CUDA\n"
+      "ranks one GPU each by local rank). A rank that dies or hangs is dropped after its job's deadline;\n"
+      "launch with `mpirun --enable-recovery --bind-to none`: without recovery OpenMPI ends the whole job\n"
+      "when a rank dies (the database keeps what was evaluated: rerun to resume).\n"
+      "  --mpi-test-lose RANK[:hang]  (tests) that worker rank dies (or hangs) on its first job\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
                    "--tolerance-file", "--inputs", "--calibration", "--backend", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
-                   "--batch", "--route", "--route-file"},
+                   "--batch", "--route", "--route-file", "--mpi-test-lose"},
                   {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician tune: %s\n", err.c_str());
@@ -98,14 +105,6 @@ int cmd_tune(int argc, char** argv) {
   o.planted_faults = args.has("--plant-faults");  // tests only: crashing, hanging, wrong tactics
   o.db_path = args.get("--db", "tuning.db");
   o.out_dir = args.get("--out");
-  if (!o.out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.out_dir, ec);
-    std::ofstream probe(o.out_dir + "/.write-test");
-    if (ec || !probe) return fail(io_error(o.out_dir + ": cannot write there"), 2);
-    probe.close();
-    std::filesystem::remove(o.out_dir + "/.write-test", ec);
-  }
   std::string globs = args.get("--knobs");
   for (size_t i = 0; i < globs.size();) {
     size_t j = globs.find(',', i);
@@ -126,13 +125,48 @@ int cmd_tune(int argc, char** argv) {
   }
   const bool quiet = args.has("--quiet");
   const bool tty = isatty(STDERR_FILENO);
+  // Under mpirun (more than one rank): every rank parsed the same command line above; ranks > 0
+  // become evaluators, rank 0 runs the search over them. Every return from here on goes through
+  // mpi_finish, which stops the workers and ends MPI.
+  std::unique_ptr<tuner::Evaluators> pool;
+  const bool distributed = tuner::mpi_world_size_from_env() > 1;
+  if (distributed) {
+    auto world = tuner::mpi_start();
+    if (!world) return fail(world.status(), 2);
+    tuner::WorkerOptions w;
+    w.model_path = o.model_path;
+    w.threads = o.threads;
+    w.backend = kernels::backend_name(o.backend);
+    w.idle_limit_s = o.budget_s + 10 * o.limits.timeout_s + 600;
+    if (args.has("--mpi-test-lose")) {
+      const std::string v = args.get("--mpi-test-lose");
+      w.lose_rank = std::atoi(v.c_str());
+      w.lose_by_hanging = v.find(":hang") != std::string::npos;
+    }
+    if (world->rank > 0) return tuner::run_mpi_worker(w);
+    std::string placement;
+    auto p = tuner::mpi_evaluators(w, placement);
+    if (!p) return tuner::mpi_finish(nullptr, fail(p.status(), p.status().kind() == ErrorKind::internal ? 1 : 2));
+    pool = std::move(p).value();
+    o.evaluators = pool.get();
+    if (!quiet) std::fprintf(stderr, "[tune] distributed: %s, rank 0 coordinates\n%s", pool->describe().c_str(), placement.c_str());
+  }
+  auto finish = [&](int code) { return distributed ? tuner::mpi_finish(std::move(pool), code) : code; };
+  if (!o.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.out_dir, ec);
+    std::ofstream probe(o.out_dir + "/.write-test");
+    if (ec || !probe) return finish(fail(io_error(o.out_dir + ": cannot write there"), 2));
+    probe.close();
+    std::filesystem::remove(o.out_dir + "/.write-test", ec);
+  }
   auto summary = tuner::tune(o, [&](const std::string& line) {
     if (quiet) return;
     if (tty) std::fprintf(stderr, "\r\033[K%s", line.c_str());
     else std::fprintf(stderr, "%s\n", line.c_str());
   });
   if (tty && !quiet) std::fprintf(stderr, "\n");
-  if (!summary) return fail(summary.status(), summary.status().kind() == ErrorKind::invalid_argument ? 2 : 1);
+  if (!summary) return finish(fail(summary.status(), summary.status().kind() == ErrorKind::invalid_argument ? 2 : 1));
   const tuner::TuneSummary& s = *summary;
   std::printf("tuned %s with %s: %d candidates evaluated (%d failed, %d rejected, %d resumed) in %.0f s; stopped: %s\n",
               o.model_path.c_str(), o.strategy.c_str(), s.candidates, s.failed, s.rejected, s.resumed, s.wall_s,
@@ -151,11 +185,16 @@ int cmd_tune(int argc, char** argv) {
   if (saved_ms > 0 && !is_default)
     std::printf("tuning cost %.0f s of wall time; it pays back after %.0f inferences\n", s.wall_s,
                 s.wall_s * 1e3 / saved_ms);
+  if (distributed) {
+    std::printf("candidates per evaluator rank:");
+    for (const auto& [rank, n] : s.candidates_by_rank) std::printf(" %d: %d", rank, n);
+    std::printf("\n");
+  }
   if (!o.out_dir.empty())
     std::printf("wrote %s/best.plan, best.route, summary.json, report.html; database %s\n", o.out_dir.c_str(),
                 o.db_path.c_str());
   if (args.has("--json")) std::printf("%s\n", s.to_json().c_str());
-  return 0;
+  return finish(0);
 }
 
 }  // namespace tac::cli

@@ -44,7 +44,7 @@ constexpr int kBusyTimeoutMs = 5000;
 // Column order shared by every SELECT and by read_record().
 #define TAC_CANDIDATE_COLUMNS                                                                  \
   "id, model_hash, device, tool_version, route, status, reason, strategy, seed, build_ms, " \
-  "metrics_json, median_ms, p10_ms, p90_ms, cv, runs, threads, unix_time"
+  "metrics_json, median_ms, p10_ms, p90_ms, cv, runs, threads, unix_time, evaluator"
 
 constexpr const char* kCreateSchema =
     "CREATE TABLE tactician_schema (version INTEGER NOT NULL);"
@@ -54,7 +54,7 @@ constexpr const char* kCreateSchema =
     "  route TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, strategy TEXT NOT NULL,"
     "  seed INTEGER NOT NULL, build_ms REAL, metrics_json TEXT NOT NULL,"
     "  median_ms REAL, p10_ms REAL, p90_ms REAL, cv REAL,"
-    "  runs INTEGER NOT NULL, threads INTEGER NOT NULL, unix_time REAL);"
+    "  runs INTEGER NOT NULL, threads INTEGER NOT NULL, unix_time REAL, evaluator TEXT NOT NULL DEFAULT '');"
     "CREATE INDEX candidates_by_key ON candidates (model_hash, device, tool_version, route);";
 // Added without a schema-version change: files of the first layout get it on open, and a tool
 // that does not know it ignores it.
@@ -62,6 +62,10 @@ constexpr const char* kCreateMeasurements =
     "CREATE TABLE IF NOT EXISTS measurements ("
     "  candidate_id INTEGER NOT NULL REFERENCES candidates(id), kind TEXT NOT NULL,"
     "  median_ms REAL, cv REAL, runs INTEGER NOT NULL, unix_time REAL);";
+// Also added without a version change (distributed tuning): which evaluator ran the candidate.
+// Files without the column get it on open (older rows: ''); older tools name their columns and
+// never see it.
+constexpr const char* kAddEvaluator = "ALTER TABLE candidates ADD COLUMN evaluator TEXT NOT NULL DEFAULT ''";
 
 // Owns one prepared statement.
 class Statement {
@@ -134,6 +138,7 @@ CandidateRecord read_record(sqlite3_stmt* st) {
   r.runs = sqlite3_column_int(st, 15);
   r.threads = sqlite3_column_int(st, 16);
   r.unix_time = column_real(st, 17);
+  r.evaluator = column_text(st, 18);
   return r;
 }
 
@@ -397,6 +402,7 @@ std::string record_to_json(const CandidateRecord& r) {
   j += ",\"runs\":" + std::to_string(r.runs);
   j += ",\"threads\":" + std::to_string(r.threads);
   number("unix_time", r.unix_time);
+  field("evaluator", r.evaluator);
   j += '}';
   return j;
 }
@@ -467,6 +473,13 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
     TAC_RETURN_IF_ERROR(exec(db, path, "COMMIT", "cannot commit the new schema"));
   }
   TAC_RETURN_IF_ERROR(exec(db, path, kCreateMeasurements, "cannot create the measurements table"));
+  {
+    Statement st;
+    TAC_RETURN_IF_ERROR(prepare(db, path, "SELECT count(*) FROM pragma_table_info('candidates') WHERE name = 'evaluator'", st));
+    if (sqlite3_step(st.get()) != SQLITE_ROW) return sqlite_error(path, db, "cannot read the candidates' columns");
+    if (sqlite3_column_int(st.get(), 0) == 0)
+      TAC_RETURN_IF_ERROR(exec(db, path, kAddEvaluator, "cannot add the evaluator column"));
+  }
   return d;
 }
 
@@ -479,8 +492,8 @@ Result<int64_t> Database::insert(const CandidateRecord& r) {
   TAC_RETURN_IF_ERROR(prepare(db_, path_,
                               "INSERT INTO candidates (model_hash, device, tool_version, route, status, reason, "
                               "strategy, seed, build_ms, metrics_json, median_ms, p10_ms, p90_ms, cv, runs, threads, "
-                              "unix_time) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                              "?16, ?17)",
+                              "unix_time, evaluator) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                              "?14, ?15, ?16, ?17, ?18)",
                               st));
   sqlite3_stmt* s = st.get();
   int rc = SQLITE_OK;
@@ -502,6 +515,7 @@ Result<int64_t> Database::insert(const CandidateRecord& r) {
   ok(sqlite3_bind_int(s, 15, r.runs));
   ok(sqlite3_bind_int(s, 16, r.threads));
   ok(sqlite3_bind_double(s, 17, r.unix_time));
+  ok(bind_text(s, 18, r.evaluator));
   if (rc != SQLITE_OK) return sqlite_error(path_, db_, "cannot bind candidate");
   // Autocommit: the statement is its own transaction, durable when step returns DONE.
   if (sqlite3_step(s) != SQLITE_DONE) return sqlite_error(path_, db_, "cannot insert candidate");

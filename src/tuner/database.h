@@ -29,6 +29,7 @@ struct CandidateRecord {
   int runs = 0;
   int threads = 0;
   double unix_time = 0;  // when it was recorded
+  std::string evaluator;  // who evaluated it: "" in one process, "rank N" (host) in a distributed tune
 };
 
 // A later, longer measurement of a recorded candidate (successive halving's upper rungs and the

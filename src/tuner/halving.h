@@ -21,8 +21,11 @@ namespace tac::tuner {
 //     near-winner, and candidates far slower than the incumbent are never re-measured).
 // The incumbent's score on rung r is its last score at or below r. Returns the candidate to
 // promote and the rung it moves to: the highest rung first, the fastest candidate on it first;
-// nullopt when none qualifies. The incumbent itself is never promoted.
+// nullopt when none qualifies. The incumbent itself is never promoted, nor a candidate whose
+// `busy` flag is set (a re-measurement of it is in flight: distributed tuning); busy candidates
+// still count in the rung rankings.
 std::optional<std::pair<size_t, int>> next_promotion(const std::vector<std::vector<double>>& scores, size_t incumbent,
-                                                     int eta, int top_rung, double noise);
+                                                     int eta, int top_rung, double noise,
+                                                     const std::vector<bool>& busy = {});
 
 }  // namespace tac::tuner

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "kernels/tactic_check.h"
 #include "reference/interpreter.h"
 #include "tuner/database.h"
+#include "tuner/dispatch.h"
 #include "tuner/halving.h"
 #include "tuner/report.h"
 #include "tuner/strategy.h"
@@ -203,6 +205,9 @@ IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& k
 }
 
 std::string TuneSummary::to_json() const {
+  std::string by_rank;
+  for (const auto& [rank, n] : candidates_by_rank)
+    by_rank += (by_rank.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + std::to_string(n);
   return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " +
          fmt(speedup, 4) + ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
          ", \"candidates\": " + std::to_string(candidates) + ", \"failed\": " + std::to_string(failed) +
@@ -210,7 +215,8 @@ std::string TuneSummary::to_json() const {
          ", \"best_route\": " + json_quote(best_route) + ", \"accuracy\": " + best_metrics_json +
          ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) + ", \"stop_reason\": " +
          json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
-         std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) + "}";
+         std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) +
+         ", \"candidates_by_rank\": {" + by_rank + "}}";
 }
 
 namespace {
@@ -378,13 +384,29 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     ++sum.resumed;
   }
 
-  // Evaluates a route unless the database has it (keyed by the active route: routes differing
-  // only in inactive settings, such as a tactic pinned on a node another knob lowers to bf16,
-  // build the same engine and are evaluated once); records it and returns the record.
-  auto evaluate_route = [&](const builder::Route& route, const std::string& who) -> Result<CandidateRecord> {
-    const std::string text = with_threads(builder::active_route(route, knobs));
-    if (auto it = by_route.find(text); it != by_route.end()) return it->second;
-    EvalResult r = evaluate_in_child(request(text, opts.cheap_seconds), opts.limits);
+  // Where the children run: this process, one at a time, or the evaluator ranks of an MPI job
+  // (tuner/distributed.h), several at a time. Either way the loop below is the same: it keeps
+  // every idle evaluator busy and handles results in the order they come back.
+  std::unique_ptr<Evaluators> own_pool;
+  Evaluators* pool = opts.evaluators;
+  if (!pool) {
+    own_pool = local_evaluators();
+    pool = own_pool.get();
+  }
+  TAC_RETURN_IF_ERROR(pool->share_data(work + "/data"));
+  auto job_of = [&](std::vector<EvalRequest> requests) {
+    EvalJob job;
+    job.requests = std::move(requests);
+    job.limits = opts.limits;
+    return job;
+  };
+  // One evaluation on the reference evaluator, nothing else in flight (before and after the search).
+  std::string reference_evaluator;  // who ran the last eval_now
+  auto eval_now = [&](const EvalRequest& rq) { return run_on_reference(*pool, job_of({rq}), &reference_evaluator)[0]; };
+
+  // Records a candidate's evaluation in the database and the counters.
+  auto record_candidate = [&](const std::string& text, const std::string& who, const EvalResult& r,
+                              const std::string& evaluator) -> Result<CandidateRecord> {
     CandidateRecord rec;
     rec.model_hash = model.hash;
     rec.device = device;
@@ -402,6 +424,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     rec.cv = r.cv;
     rec.runs = r.runs;
     rec.threads = opts.threads;
+    rec.evaluator = evaluator;
     rec.unix_time = static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
                                             std::chrono::system_clock::now().time_since_epoch()).count());
     TAC_ASSIGN_OR_RETURN(rec.id, db->insert(rec));
@@ -412,11 +435,23 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     else if (r.status != "ok") ++sum.failed;
     return rec;
   };
-  // Evaluates the point `p` of `sp` and adds it to `hist` (the history of the strategy searching `sp`).
+  // The active route of a route, as recorded (keyed by the active route: routes differing only in
+  // inactive settings, such as a tactic pinned on a node another knob lowers to bf16, build the
+  // same engine and are evaluated once).
+  auto active_text = [&](const builder::Route& route) { return with_threads(builder::active_route(route, knobs)); };
+  // Evaluates a route now unless the database has it; records it and returns the record.
+  auto evaluate_route = [&](const builder::Route& route, const std::string& who) -> Result<CandidateRecord> {
+    const std::string text = active_text(route);
+    if (auto it = by_route.find(text); it != by_route.end()) return it->second;
+    const EvalResult r = eval_now(request(text, opts.cheap_seconds));
+    return record_candidate(text, who, r, reference_evaluator);
+  };
+  auto objective = [](const CandidateRecord& rec) { return rec.status == "ok" ? rec.median_ms : INFINITY; };
+  // Evaluates the point `p` of `sp` now and adds it to `hist` (the history of the strategy searching `sp`).
   auto evaluate = [&](const SearchSpace& sp, History& hist, const Point& p,
                       const std::string& who) -> Result<CandidateRecord> {
     TAC_ASSIGN_OR_RETURN(CandidateRecord rec, evaluate_route(route_of(sp, p), who));
-    if (!hist.contains(p)) hist.trials.push_back({p, rec.status == "ok" ? rec.median_ms : INFINITY});
+    if (!hist.contains(p)) hist.trials.push_back({p, objective(rec)});
     return rec;
   };
 
@@ -424,10 +459,10 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return static_cast<double>(
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   };
-  auto remeasure = [&](const std::string& route, double seconds) {
+  auto remeasure_request = [&](const std::string& route, double seconds) {
     EvalRequest rq = request(route, seconds);
     rq.check = false;
-    return evaluate_in_child(rq, opts.limits);
+    return rq;
   };
   auto record = [&](int64_t id, const std::string& kind, const EvalResult& r) -> Status {
     Measurement m;
@@ -449,6 +484,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   struct Entry {
     CandidateRecord rec;
     std::vector<double> score;  // measured median per rung reached
+    bool busy = false;          // a re-measurement of it is in flight
   };
   std::vector<Entry> entries;  // successful candidates, this run's and resumed ones
   std::map<std::string, size_t> entry_of;
@@ -472,7 +508,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // compare like with like; a better resumed candidate has to win its acceptance test again.
   size_t incumbent = entry_of.at(def.route);
   {
-    EvalResult r = remeasure(def.route, rung1_seconds);
+    EvalResult r = eval_now(remeasure_request(def.route, rung1_seconds));
     if (r.status != "ok") return internal_error("re-measuring the default route failed: " + r.reason);
     TAC_RETURN_IF_ERROR(record(def.id, "rung1", r));
     entries[incumbent].score.push_back(r.median_ms);
@@ -484,9 +520,10 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return invalid_argument("--budget " + fmt(opts.budget_s, 0) + " s is too small: evaluating the default route alone took " +
                             fmt(elapsed(), 1) + " s (give at least several times that)");
 
+  int candidates_in_flight = 0;  // dispatched, not yet recorded: counted against the candidate budget
   auto budget_left = [&]() -> std::string {
     if (elapsed() >= opts.budget_s) return "time budget";
-    if (opts.max_candidates >= 0 && sum.candidates >= opts.max_candidates) return "candidate budget";
+    if (opts.max_candidates >= 0 && sum.candidates + candidates_in_flight >= opts.max_candidates) return "candidate budget";
     if (opts.max_build_s >= 0 && sum.build_s >= opts.max_build_s) return "build-time budget";
     return {};
   };
@@ -504,22 +541,22 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // carrying the time more often), and its tactics are what the isolated seed is compared with.
   const std::set<std::string> searching = {"random", "coordinate", "evolution", "tpe"};
   // A build without check or timing: the child reports its tactics and costs (and node times).
-  auto inspect = [&](const std::string& route, bool with_profile) {
+  auto inspect_request = [&](const std::string& route, bool with_profile) {
     EvalRequest rq = request(route, 0);
     rq.check = rq.measure = false;
     rq.profile = with_profile;
-    return evaluate_in_child(rq, opts.limits);
+    return rq;
   };
   EvalResult def_profile, isolated;
   if (searching.count(opts.strategy)) {
-    def_profile = inspect(def.route, true);
+    def_profile = eval_now(inspect_request(def.route, true));
     if (def_profile.status == "ok") weigh_by_time(space, def_profile.node_ms);
     else line("profiling the default failed (" + def_profile.reason + "): dimensions unweighted");
     // The classic profiling builder's answer: every applicable tactic timed alone on its layer.
     // Its times become the tactic dimensions' value priors, its choice the seed (below).
     builder::Route iso = space.base;
     iso.values["builder.selection"] = "isolated";
-    isolated = inspect(with_threads(iso), false);
+    isolated = eval_now(inspect_request(with_threads(iso), false));
     if (isolated.status == "ok") set_value_priors(space, isolated.costs);
     else line("isolated selection failed (" + isolated.reason + "): no value priors, no seed");
   }
@@ -527,41 +564,12 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
 
   auto next = [&]() {
     std::vector<std::vector<double>> scores;
-    for (const Entry& e : entries) scores.push_back(e.score);
-    return next_promotion(scores, incumbent, kEta, kAccept, std::max(0.02, entries[incumbent].rec.cv));
-  };
-  // Measures entries[i] at `rung`; at the acceptance rung it may become the incumbent.
-  auto promote = [&](size_t i, int rung) -> Status {
-    ++promoted[rung];
-    Entry& e = entries[i];
-    if (rung < kAccept) {
-      EvalResult r = remeasure(e.rec.route, rung1_seconds);
-      TAC_RETURN_IF_ERROR(record(e.rec.id, "rung" + std::to_string(rung), r));
-      e.score.push_back(r.status == "ok" ? r.median_ms : INFINITY);
-      return Status::ok();
+    std::vector<bool> busy;
+    for (const Entry& e : entries) {
+      scores.push_back(e.score);
+      busy.push_back(e.busy);
     }
-    Entry& inc = entries[incumbent];
-    std::vector<double> mi_v, mc_v;
-    for (int k = 0; k < 2; ++k) {
-      EvalResult ra = remeasure(inc.rec.route, opts.careful_seconds), rb = remeasure(e.rec.route, opts.careful_seconds);
-      TAC_RETURN_IF_ERROR(record(inc.rec.id, "incumbent", ra));
-      TAC_RETURN_IF_ERROR(record(e.rec.id, "accept", rb));
-      if (ra.status == "ok") mi_v.push_back(ra.median_ms);
-      if (rb.status == "ok") mc_v.push_back(rb.median_ms);
-    }
-    if (mi_v.empty() || mc_v.empty()) {
-      e.score.push_back(INFINITY);
-      return Status::ok();
-    }
-    const double mi = *std::min_element(mi_v.begin(), mi_v.end()), mc = *std::min_element(mc_v.begin(), mc_v.end());
-    e.score.push_back(mc);
-    const double noise = std::max({0.01, inc.rec.cv, e.rec.cv});
-    if (mc < mi * (1 - noise)) {
-      incumbent_ms = mc * (incumbent_ms / mi);
-      incumbent = i;
-      line("new best: " + (e.rec.route.empty() ? std::string("(default)") : e.rec.route));
-    }
-    return Status::ok();
+    return next_promotion(scores, incumbent, kEta, kAccept, std::max(0.02, entries[incumbent].rec.cv), busy);
   };
 
   // Group, then refine (DESIGN.md section 3, "Structure of the search space"): the strategy first
@@ -584,14 +592,15 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (opts.max_build_s > 0) f = std::max(f, sum.build_s / opts.max_build_s);
     return f;
   };
-  auto start_refining = [&]() -> Status {
-    can_refine = false;
-    EvalResult prof = inspect(entries[incumbent].rec.route, true);
+  std::deque<Point> proposals;  // proposed by `cur`, not yet dispatched
+  bool exhausted = false;       // `cur` has nothing left to propose
+  // With the incumbent's profile (`prof`, of route `inc_text`): the refinement space and its strategy.
+  auto start_refining = [&](const EvalResult& prof, const std::string& inc_text) -> Status {
     if (prof.status != "ok") {
       line("refinement skipped: profiling the incumbent failed (" + prof.reason + ")");
       return Status::ok();
     }
-    TAC_ASSIGN_OR_RETURN(builder::Route inc_route, builder::Route::parse(entries[incumbent].rec.route));
+    TAC_ASSIGN_OR_RETURN(builder::Route inc_route, builder::Route::parse(inc_text));
     inc_route.values.erase("threads");
     TAC_ASSIGN_OR_RETURN(refined, make_refine_space(space, knobs, inc_route, prof.node_ms, opts.refine_groups));
     if (refined.dims.empty()) return Status::ok();
@@ -602,77 +611,226 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     cur_history = &refined_history;
     cur = refiner.get();
     who = opts.strategy + "/refine";
+    proposals.clear();
+    exhausted = false;
     sum.refined_knobs = refined.dims.size();
     line("refining per node: " + std::to_string(refined.dims.size()) + " knobs of the groups carrying the most time");
+    return Status::ok();
+  };
+
+  // The jobs in flight, by ticket. Rank 0 (or the single process) keeps every idle evaluator
+  // busy: whenever one is idle it gets the most urgent work, in this order: a promotion (a
+  // re-measurement deciding the incumbent), the isolated seed, the incumbent's profile when
+  // refinement is due, the next point the strategy proposed. Results are handled in the order
+  // they come back, so a free evaluator never waits for the slowest. With one evaluator this is
+  // the single-process tuner's order exactly.
+  enum class JobKind { candidate, rung, accept, profile };
+  struct InFlight {
+    JobKind kind = JobKind::candidate;
+    std::string route;  // candidate: the active route text; profile: the incumbent's route
+    std::string who;
+    size_t entry = 0, incumbent_at = 0;  // rung, accept: the entry measured, the incumbent when dispatched
+    int rung = 0;
+  };
+  std::map<uint64_t, InFlight> inflight;
+  uint64_t next_ticket = 1;
+  struct Waiter {
+    History* hist;
+    Point point;
+  };
+  std::map<std::string, std::vector<Waiter>> waiting;  // candidate route in flight -> the points that map to it
+  std::set<std::pair<const History*, Point>> points_in_flight;
+  bool refine_pending = false;
+  auto submit = [&](InFlight f, std::vector<EvalRequest> requests) -> Status {
+    const uint64_t t = next_ticket++;
+    if (f.kind == JobKind::candidate) ++candidates_in_flight;
+    inflight[t] = std::move(f);
+    return pool->submit(t, job_of(std::move(requests)), false);
+  };
+  // Dispatches the evaluation of a route (and of the point `p` of `hist`'s space mapping to it),
+  // unless the database has it or it is in flight already.
+  auto dispatch_route = [&](const std::string& text, const std::string& by, History* hist,
+                            const std::optional<Point>& p) -> Status {
+    if (auto it = by_route.find(text); it != by_route.end()) {
+      if (hist && p && !hist->contains(*p)) hist->trials.push_back({*p, objective(it->second)});
+      add_entry(it->second);
+      return Status::ok();
+    }
+    const bool running = waiting.count(text) > 0;
+    std::vector<Waiter>& w = waiting[text];
+    if (hist && p) {
+      w.push_back({hist, *p});
+      points_in_flight.insert({hist, *p});
+    }
+    if (running) return Status::ok();
+    InFlight f;
+    f.kind = JobKind::candidate;
+    f.route = text;
+    f.who = by;
+    return submit(std::move(f), {request(text, opts.cheap_seconds)});
+  };
+  auto dispatch_promotion = [&](size_t i, int rung) -> Status {
+    ++promoted[rung];
+    entries[i].busy = true;
+    InFlight f;
+    f.kind = rung < kAccept ? JobKind::rung : JobKind::accept;
+    f.entry = i;
+    f.rung = rung;
+    f.incumbent_at = incumbent;
+    if (rung < kAccept) return submit(std::move(f), {remeasure_request(entries[i].rec.route, rung1_seconds)});
+    // The acceptance test, interleaved on one evaluator: incumbent, challenger, incumbent, challenger.
+    const EvalRequest a = remeasure_request(entries[incumbent].rec.route, opts.careful_seconds),
+                      b = remeasure_request(entries[i].rec.route, opts.careful_seconds);
+    return submit(std::move(f), {a, b, a, b});
+  };
+  auto handle = [&](JobDone& d) -> Status {
+    auto it = inflight.find(d.ticket);
+    if (it == inflight.end()) return internal_error("a result for an unknown job came back");
+    InFlight f = std::move(it->second);
+    inflight.erase(it);
+    if (d.lost) line(d.results.empty() ? std::string("an evaluator was lost") : d.results[0].reason);
+    if (f.kind == JobKind::candidate) {
+      --candidates_in_flight;
+      ++sum.candidates_by_rank[d.rank];
+      TAC_ASSIGN_OR_RETURN(CandidateRecord rec, record_candidate(f.route, f.who, d.results.at(0), d.evaluator));
+      for (const Waiter& w : waiting[f.route]) {
+        if (!w.hist->contains(w.point)) w.hist->trials.push_back({w.point, objective(rec)});
+        points_in_flight.erase({w.hist, w.point});
+      }
+      waiting.erase(f.route);
+      add_entry(rec);
+      line(f.who.rfind("isolated", 0) == 0 ? f.who + " seed: " + rec.status + " " + fmt(rec.median_ms) + " ms" : "");
+      return Status::ok();
+    }
+    if (f.kind == JobKind::profile) {
+      refine_pending = false;
+      return start_refining(d.results.at(0), f.route);
+    }
+    Entry& e = entries[f.entry];
+    e.busy = false;
+    if (f.kind == JobKind::rung) {
+      const EvalResult& r = d.results.at(0);
+      TAC_RETURN_IF_ERROR(record(e.rec.id, "rung" + std::to_string(f.rung), r));
+      e.score.push_back(r.status == "ok" ? r.median_ms : INFINITY);
+      return Status::ok();
+    }
+    Entry& inc = entries[f.incumbent_at];
+    std::vector<double> mi_v, mc_v;
+    for (size_t k = 0; k + 1 < d.results.size(); k += 2) {
+      const EvalResult &ra = d.results[k], &rb = d.results[k + 1];
+      TAC_RETURN_IF_ERROR(record(inc.rec.id, "incumbent", ra));
+      TAC_RETURN_IF_ERROR(record(e.rec.id, "accept", rb));
+      if (ra.status == "ok") mi_v.push_back(ra.median_ms);
+      if (rb.status == "ok") mc_v.push_back(rb.median_ms);
+    }
+    if (mi_v.empty() || mc_v.empty()) {
+      e.score.push_back(INFINITY);
+      return Status::ok();
+    }
+    // Another challenger won while this test ran: this one stays on its rung, to be tested
+    // against the new incumbent.
+    if (f.incumbent_at != incumbent) return Status::ok();
+    const double mi = *std::min_element(mi_v.begin(), mi_v.end()), mc = *std::min_element(mc_v.begin(), mc_v.end());
+    e.score.push_back(mc);
+    const double noise = std::max({0.01, inc.rec.cv, e.rec.cv});
+    if (mc < mi * (1 - noise)) {
+      incumbent_ms = mc * (incumbent_ms / mi);
+      incumbent = f.entry;
+      line("new best: " + (e.rec.route.empty() ? std::string("(default)") : e.rec.route));
+    }
     return Status::ok();
   };
 
   // The isolated-selection seed: the tactics a profiling builder picks by timing each alone,
   // judged here as a whole engine (exact per-node pins, and the nearest grouped point, which the
   // strategy then learns from). A failure of the seed's builds only skips it.
+  struct Seed {
+    std::string route, who;
+    std::optional<Point> point;
+  };
+  std::deque<Seed> seeds;
   if (opts.seed_isolated && def_profile.status == "ok" && isolated.status == "ok" && budget_left().empty()) {
     const IsolatedSeed seed = isolated_seed(space, knobs, space.base, def_profile.tactics, isolated.tactics);
     line("isolated selection differs from the default on " + std::to_string(seed.pinned) + " nodes");
     if (seed.pinned > 0) {
-      TAC_ASSIGN_OR_RETURN(CandidateRecord exact, evaluate_route(seed.exact, "isolated"));
-      add_entry(exact);
-      TAC_ASSIGN_OR_RETURN(CandidateRecord grouped, evaluate(space, history, seed.grouped, "isolated/grouped"));
-      add_entry(grouped);
-      while (elapsed() < opts.budget_s)
-        if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
-        else break;
-      line("isolated seed: exact " + exact.status + " " + fmt(exact.median_ms) + " ms, grouped " + grouped.status +
-           " " + fmt(grouped.median_ms) + " ms");
+      seeds.push_back({active_text(seed.exact), "isolated", std::nullopt});
+      seeds.push_back({active_text(route_of(space, seed.grouped)), "isolated/grouped", seed.grouped});
     }
   }
 
   while (true) {
-    if (std::string why = budget_left(); !why.empty()) {
-      sum.stop_reason = why;
-      break;
-    }
-    if (can_refine && spent() >= opts.refine_after) TAC_RETURN_IF_ERROR(start_refining());
-    std::vector<Point> batch = cur->propose(*cur_history, opts.batch);
-    if (batch.empty()) {
-      if (can_refine) {
-        TAC_RETURN_IF_ERROR(start_refining());
+    // Fill every idle evaluator.
+    while (pool->idle() > 0) {
+      if (elapsed() < opts.budget_s)
+        if (auto up = next()) {
+          TAC_RETURN_IF_ERROR(dispatch_promotion(up->first, up->second));
+          continue;
+        }
+      if (!budget_left().empty()) break;
+      if (!seeds.empty()) {
+        Seed s = seeds.front();
+        seeds.pop_front();
+        TAC_RETURN_IF_ERROR(dispatch_route(s.route, s.who, s.point ? &history : nullptr, s.point));
         continue;
       }
-      sum.stop_reason = "search space exhausted by " + who;
-      break;
+      if (can_refine && (spent() >= opts.refine_after || exhausted)) {
+        can_refine = false;
+        refine_pending = true;
+        InFlight f;
+        f.kind = JobKind::profile;
+        f.route = entries[incumbent].rec.route;
+        TAC_RETURN_IF_ERROR(submit(std::move(f), {inspect_request(entries[incumbent].rec.route, true)}));
+        continue;
+      }
+      if (proposals.empty() && !exhausted) {
+        // Points in flight are not in the history yet: ask for that many more and skip them.
+        size_t pending = 0;
+        for (const auto& [h, p] : points_in_flight) pending += h == cur_history;
+        std::vector<Point> batch = cur->propose(*cur_history, opts.batch + pending);
+        exhausted = batch.empty();
+        for (Point& p : batch)
+          if (!points_in_flight.count({cur_history, p}) && std::find(proposals.begin(), proposals.end(), p) == proposals.end())
+            proposals.push_back(std::move(p));
+      }
+      if (proposals.empty()) break;  // nothing to start now: wait for results
+      const Point p = proposals.front();
+      proposals.pop_front();
+      TAC_RETURN_IF_ERROR(dispatch_route(active_text(route_of(*cur_space, p)), who, cur_history, p));
     }
-    for (const Point& p : batch) {
-      if (!budget_left().empty()) break;
-      auto rec = evaluate(*cur_space, *cur_history, p, who);
-      if (!rec) return rec.status();
-      add_entry(*rec);
-      while (elapsed() < opts.budget_s)
-        if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
-        else break;
-      line("");
-    }
+    if (pool->busy() == 0) break;  // nothing in flight and nothing to start: the search is over
+    std::optional<JobDone> d = pool->next();
+    if (!d) break;
+    TAC_RETURN_IF_ERROR(handle(*d));
   }
-  // Candidates still waiting at a lower rung when the space ran out: promote them too (within
-  // the time budget), so a finite search never ends with an unexamined near-winner.
-  while (elapsed() < opts.budget_s)
-    if (auto up = next()) TAC_RETURN_IF_ERROR(promote(up->first, up->second));
-    else break;
+  if (pool->live() == 0) return internal_error("every evaluator rank was lost: the search cannot go on");
+  if (std::string why = budget_left(); !why.empty()) sum.stop_reason = why;
+  else sum.stop_reason = "search space exhausted by " + who;
   CandidateRecord best_rec = entries[incumbent].rec;
 
-  // Final comparison, interleaved A/B/A/B, careful measurements. When nothing beat the default,
-  // the default is timed alone: comparing it with itself would only report the noise as a speed-up.
+  // Final comparison, interleaved A/B/A/B, careful measurements, on the reference evaluator (one
+  // device). When nothing beat the default, the default is timed alone: comparing it with itself
+  // would only report the noise as a speed-up.
   std::vector<double> da, db_;
   std::vector<double> ratios;
   const bool same = best_rec.route == def.route;
-  for (int k = 0; k < opts.final_rounds; ++k) {
+  {
     EvalRequest a = request(def.route, opts.careful_seconds), b = request(best_rec.route, opts.careful_seconds);
     a.check = b.check = false;
-    EvalResult ra = evaluate_in_child(a, opts.limits);
-    EvalResult rb = same ? ra : evaluate_in_child(b, opts.limits);
-    if (ra.status != "ok" || rb.status != "ok") continue;
-    da.push_back(ra.median_ms);
-    db_.push_back(rb.median_ms);
-    ratios.push_back(ra.median_ms / rb.median_ms);
+    std::vector<EvalRequest> rounds;
+    for (int k = 0; k < opts.final_rounds; ++k) {
+      rounds.push_back(a);
+      if (!same) rounds.push_back(b);
+    }
+    const std::vector<EvalResult> res = run_on_reference(*pool, job_of(rounds));
+    const size_t step = same ? 1 : 2;
+    for (size_t k = 0; k + step - 1 < res.size(); k += step) {
+      const EvalResult& ra = res[k];
+      const EvalResult& rb = res[k + step - 1];
+      if (ra.status != "ok" || rb.status != "ok") continue;
+      da.push_back(ra.median_ms);
+      db_.push_back(rb.median_ms);
+      ratios.push_back(ra.median_ms / rb.median_ms);
+    }
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

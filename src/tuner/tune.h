@@ -16,6 +16,8 @@
 
 namespace tac::tuner {
 
+class Evaluators;  // tuner/dispatch.h
+
 struct TuneOptions {
   std::string model_path;
   std::string strategy = "tpe";
@@ -52,6 +54,11 @@ struct TuneOptions {
   // builder.selection=isolated) is evaluated as a whole engine, as exact per-node pins and as the
   // nearest point of the grouped space, so the search starts from the better of the two answers.
   bool seed_isolated = true;
+  // Where candidates are evaluated: nullptr = in this process, one at a time; else a pool of
+  // evaluators (the MPI worker ranks of a distributed tune, tuner/distributed.h), kept busy
+  // asynchronously. The default's measurements and the final comparison run on its reference
+  // evaluator; best.plan is built here.
+  Evaluators* evaluators = nullptr;
 };
 
 struct TuneSummary {
@@ -65,6 +72,9 @@ struct TuneSummary {
   size_t dimensions = 0;
   uint64_t space_size = 0;
   size_t refined_knobs = 0;  // per-node knobs of the refinement phase (0: none)
+  // Candidates of the search loop each evaluator evaluated, by MPI rank (0: this process); lost
+  // ones included (recorded as crashed).
+  std::map<int, int> candidates_by_rank;
   std::string to_json() const;
 };
 

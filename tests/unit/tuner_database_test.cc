@@ -68,6 +68,7 @@ CandidateRecord sample(const std::string& route, int i = 0) {
   r.runs = 50 + i;
   r.threads = 4;
   r.unix_time = 1.7e9 + i;
+  r.evaluator = i % 2 ? "rank " + std::to_string(i) + " (host-a)" : "";
   return r;
 }
 
@@ -83,6 +84,7 @@ void expect_same(const CandidateRecord& a, const CandidateRecord& b) {
   EXPECT_EQ(a.metrics_json, b.metrics_json);
   EXPECT_EQ(a.runs, b.runs);
   EXPECT_EQ(a.threads, b.threads);
+  EXPECT_EQ(a.evaluator, b.evaluator);
   // Doubles round-trip bit for bit; NaN stays NaN.
   auto same = [](double x, double y) { return (std::isnan(x) && std::isnan(y)) || x == y; };
   EXPECT_PRED2(same, a.build_ms, b.build_ms);
@@ -321,6 +323,30 @@ TEST_F(TunerDatabase, RefusesAnotherSchemaVersion) {
   ASSERT_FALSE(db.is_ok());
   EXPECT_NE(db.status().message().find(path), std::string::npos) << db.status().to_string();
   EXPECT_NE(db.status().message().find("schema version 2"), std::string::npos) << db.status().to_string();
+}
+
+TEST_F(TunerDatabase, FilesWithoutTheEvaluatorColumnGetItOnOpen) {
+  const std::string path = file("old.db");
+  CandidateRecord old = sample("memory.inplace=off", 0);
+  {
+    auto db = open_ok(path);
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(db->insert(old).is_ok());
+  }
+  // The layout before distributed tuning: no evaluator column.
+  raw_query(path, "ALTER TABLE candidates DROP COLUMN evaluator");
+  ASSERT_EQ(raw_query(path, "SELECT count(*) FROM pragma_table_info('candidates') WHERE name = 'evaluator'"), "0");
+  auto db = open_ok(path);
+  ASSERT_TRUE(db);
+  EXPECT_EQ(raw_query(path, "SELECT count(*) FROM pragma_table_info('candidates') WHERE name = 'evaluator'"), "1");
+  CandidateRecord fresh = sample("memory.inplace=on", 1);
+  ASSERT_EQ(fresh.evaluator, "rank 1 (host-a)");
+  ASSERT_TRUE(db->insert(fresh).is_ok());
+  auto every = db->everything();
+  ASSERT_TRUE(every.is_ok());
+  ASSERT_EQ(every->size(), 2u);
+  expect_same((*every)[0], old);  // evaluator "" for the old row
+  expect_same((*every)[1], fresh);
 }
 
 TEST_F(TunerDatabase, MissingParentIsAnError) {
