@@ -68,6 +68,8 @@ std::string encode_request(const EvalRequest& r) {
   w.put("calibration_dir", r.calibration_dir);
   w.put("calibration_cache", r.calibration_cache);
   w.put("backend", r.backend);
+  w.put("compare_route", r.compare_route);
+  w.put("compare_rounds", int64_t{r.compare_rounds});
   return w.text();
 }
 
@@ -90,6 +92,8 @@ Result<EvalRequest> decode_request(const std::string& text) {
     else if (k == "calibration_dir") r.calibration_dir = v;
     else if (k == "calibration_cache") r.calibration_cache = v;
     else if (k == "backend") r.backend = v;
+    else if (k == "compare_route") r.compare_route = v;
+    else if (k == "compare_rounds") r.compare_rounds = static_cast<int>(to_int(v));
     else return invalid_argument("evaluation request: unknown field '" + k + "'");
   }
   return r;
@@ -107,6 +111,10 @@ std::string encode_result(const EvalResult& r) {
   w.put("cv", r.cv);
   w.put("runs", int64_t{r.runs});
   w.put("wall_s", r.wall_s);
+  w.put("compare_median_ms", r.compare_median_ms);
+  w.put("paired_ratio", r.paired_ratio);
+  w.put("paired_low", r.paired_low);
+  w.put("paired_high", r.paired_high);
   for (const auto& [node, ms] : r.node_ms) {
     FieldWriter e;
     e.put("node", node);
@@ -145,6 +153,10 @@ Result<EvalResult> decode_result(const std::string& text) {
     else if (k == "cv") r.cv = to_double(v);
     else if (k == "runs") r.runs = static_cast<int>(to_int(v));
     else if (k == "wall_s") r.wall_s = to_double(v);
+    else if (k == "compare_median_ms") r.compare_median_ms = to_double(v);
+    else if (k == "paired_ratio") r.paired_ratio = to_double(v);
+    else if (k == "paired_low") r.paired_low = to_double(v);
+    else if (k == "paired_high") r.paired_high = to_double(v);
     else if (k == "node_ms" || k == "tactic" || k == "costs") {
       TAC_ASSIGN_OR_RETURN(auto sub, read_fields(v));
       std::string node;

@@ -480,7 +480,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // clearly faster than it) is promoted to rung 1, a kEta times longer measurement; the same rule
   // promotes from rung 1 to rung 2, the acceptance test: careful measurements interleaved with
   // the incumbent, A/B/A/B, where the challenger wins only by more than the measured noise.
-  constexpr int kEta = 3, kAccept = 2;
+  constexpr int kEta = 3, kAccept = 2, kAcceptRounds = 4;
   struct Entry {
     CandidateRecord rec;
     std::vector<double> score;  // measured median per rung reached
@@ -678,10 +678,13 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     f.rung = rung;
     f.incumbent_at = incumbent;
     if (rung < kAccept) return submit(std::move(f), {remeasure_request(entries[i].rec.route, rung1_seconds)});
-    // The acceptance test, interleaved on one evaluator: incumbent, challenger, incumbent, challenger.
-    const EvalRequest a = remeasure_request(entries[incumbent].rec.route, opts.careful_seconds),
-                      b = remeasure_request(entries[i].rec.route, opts.careful_seconds);
-    return submit(std::move(f), {a, b, a, b});
+    // The acceptance test: incumbent and challenger built in one child and timed there in
+    // alternating blocks, 4 rounds (paired: a slow spell of the machine falls on both; separate
+    // children per side disagreed by up to 30% on a shared 2-core VM).
+    EvalRequest a = remeasure_request(entries[incumbent].rec.route, 2 * opts.careful_seconds);
+    a.compare_route = entries[i].rec.route;
+    a.compare_rounds = kAcceptRounds;
+    return submit(std::move(f), {a});
   };
   auto handle = [&](JobDone& d) -> Status {
     auto it = inflight.find(d.ticket);
@@ -715,25 +718,25 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
       return Status::ok();
     }
     Entry& inc = entries[f.incumbent_at];
-    std::vector<double> mi_v, mc_v;
-    for (size_t k = 0; k + 1 < d.results.size(); k += 2) {
-      const EvalResult &ra = d.results[k], &rb = d.results[k + 1];
-      TAC_RETURN_IF_ERROR(record(inc.rec.id, "incumbent", ra));
-      TAC_RETURN_IF_ERROR(record(e.rec.id, "accept", rb));
-      if (ra.status == "ok") mi_v.push_back(ra.median_ms);
-      if (rb.status == "ok") mc_v.push_back(rb.median_ms);
-    }
-    if (mi_v.empty() || mc_v.empty()) {
+    const EvalResult& r = d.results.at(0);
+    EvalResult rc = r;  // the challenger's side of the paired measurement
+    rc.median_ms = r.compare_median_ms;
+    TAC_RETURN_IF_ERROR(record(inc.rec.id, "incumbent", r));
+    TAC_RETURN_IF_ERROR(record(e.rec.id, "accept", rc));
+    if (r.status != "ok") {
       e.score.push_back(INFINITY);
       return Status::ok();
     }
     // Another challenger won while this test ran: this one stays on its rung, to be tested
     // against the new incumbent.
     if (f.incumbent_at != incumbent) return Status::ok();
-    const double mi = *std::min_element(mi_v.begin(), mi_v.end()), mc = *std::min_element(mc_v.begin(), mc_v.end());
+    const double mi = r.median_ms, mc = r.compare_median_ms;
     e.score.push_back(mc);
+    // The challenger wins when it is faster in every round and by more than the noise floor
+    // (1%, or the incumbent's own spread) in the median round: a sign test over the paired
+    // rounds (all 4 by chance: 1 in 16), not a comparison of two separately noisy numbers.
     const double noise = std::max({0.01, inc.rec.cv, e.rec.cv});
-    if (mc < mi * (1 - noise)) {
+    if (r.paired_low > 1 && r.paired_ratio > 1 + noise) {
       incumbent_ms = mc * (incumbent_ms / mi);
       incumbent = f.entry;
       line("new best: " + (e.rec.route.empty() ? std::string("(default)") : e.rec.route));
@@ -807,29 +810,27 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   else sum.stop_reason = "search space exhausted by " + who;
   CandidateRecord best_rec = entries[incumbent].rec;
 
-  // Final comparison, interleaved A/B/A/B, careful measurements, on the reference evaluator (one
-  // device). When nothing beat the default, the default is timed alone: comparing it with itself
+  // Final comparison: final_rounds paired measurements (default and best in one child, timed in
+  // alternating blocks), careful, on the reference evaluator (one device). When nothing beat the default, the default is timed alone: comparing it with itself
   // would only report the noise as a speed-up.
   std::vector<double> da, db_;
   std::vector<double> ratios;
   const bool same = best_rec.route == def.route;
   {
-    EvalRequest a = request(def.route, opts.careful_seconds), b = request(best_rec.route, opts.careful_seconds);
-    a.check = b.check = false;
-    std::vector<EvalRequest> rounds;
-    for (int k = 0; k < opts.final_rounds; ++k) {
-      rounds.push_back(a);
-      if (!same) rounds.push_back(b);
+    // Each round one child builds both and times them in alternating blocks (paired).
+    EvalRequest a = request(def.route, same ? opts.careful_seconds : 2 * opts.careful_seconds);
+    a.check = false;
+    if (!same) {
+      a.compare_route = best_rec.route;
+      a.compare_rounds = 2;
     }
-    const std::vector<EvalResult> res = run_on_reference(*pool, job_of(rounds));
-    const size_t step = same ? 1 : 2;
-    for (size_t k = 0; k + step - 1 < res.size(); k += step) {
-      const EvalResult& ra = res[k];
-      const EvalResult& rb = res[k + step - 1];
-      if (ra.status != "ok" || rb.status != "ok") continue;
-      da.push_back(ra.median_ms);
-      db_.push_back(rb.median_ms);
-      ratios.push_back(ra.median_ms / rb.median_ms);
+    const std::vector<EvalResult> res =
+        run_on_reference(*pool, job_of(std::vector<EvalRequest>(static_cast<size_t>(std::max(1, opts.final_rounds)), a)));
+    for (const EvalResult& r : res) {
+      if (r.status != "ok") continue;
+      da.push_back(r.median_ms);
+      db_.push_back(same ? r.median_ms : r.compare_median_ms);
+      ratios.push_back(same ? 1.0 : r.paired_ratio);
     }
   }
   auto median = [](std::vector<double> v) {

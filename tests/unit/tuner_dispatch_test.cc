@@ -44,6 +44,8 @@ TEST(Dispatch, RequestRoundTripIsExact) {
     r.calibration_dir = awkward(rng);
     r.calibration_cache = awkward(rng);
     r.backend = trial % 2 ? "cuda" : "cpu";
+    if (trial % 3) r.compare_route = "memory.inplace=off " + awkward(rng);
+    r.compare_rounds = static_cast<int>(rng() % 9);
     auto back = decode_request(encode_request(r));
     ASSERT_TRUE(back) << back.status().to_string();
     EXPECT_EQ(back->model_path, r.model_path);
@@ -61,6 +63,8 @@ TEST(Dispatch, RequestRoundTripIsExact) {
     EXPECT_EQ(back->calibration_dir, r.calibration_dir);
     EXPECT_EQ(back->calibration_cache, r.calibration_cache);
     EXPECT_EQ(back->backend, r.backend);
+    EXPECT_EQ(back->compare_route, r.compare_route);
+    EXPECT_EQ(back->compare_rounds, r.compare_rounds);
   }
 }
 
@@ -77,6 +81,10 @@ EvalResult random_result(std::mt19937& rng) {
   r.cv = any_double(rng);
   r.runs = static_cast<int>(rng() % 5000);
   r.wall_s = any_double(rng);
+  r.compare_median_ms = any_double(rng);
+  r.paired_ratio = any_double(rng);
+  r.paired_low = any_double(rng);
+  r.paired_high = any_double(rng);
   for (size_t k = rng() % 4; k > 0; --k) r.node_ms[awkward(rng)] = any_double(rng);
   for (size_t k = rng() % 4; k > 0; --k) r.tactics[awkward(rng)] = awkward(rng);
   for (size_t k = rng() % 3; k > 0; --k) {
@@ -97,6 +105,10 @@ void expect_same(const EvalResult& a, const EvalResult& b) {
   EXPECT_EQ(a.cv, b.cv);
   EXPECT_EQ(a.runs, b.runs);
   EXPECT_EQ(a.wall_s, b.wall_s);
+  EXPECT_EQ(a.compare_median_ms, b.compare_median_ms);
+  EXPECT_EQ(a.paired_ratio, b.paired_ratio);
+  EXPECT_EQ(a.paired_low, b.paired_low);
+  EXPECT_EQ(a.paired_high, b.paired_high);
   EXPECT_EQ(a.node_ms, b.node_ms);
   EXPECT_EQ(a.tactics, b.tactics);
   EXPECT_EQ(a.costs, b.costs);
