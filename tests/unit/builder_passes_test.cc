@@ -651,9 +651,15 @@ TEST(BuilderMemory, ViewsAliasTheirInputAndInPlaceRespectsTheSharedBuffer) {
       EXPECT_EQ(value("s").offset == value("f").offset, on) << route;
       for (const builder::PlanStep& st : p.steps) {
         const std::string& name = p.model.graph.nodes[static_cast<size_t>(st.node)].name;
-        if (name == "reshape" || name == "flatten") EXPECT_EQ(st.in_place, on) << route << ": " << name;
-        if (name == "neg" && on) EXPECT_FALSE(st.in_place) << route << ": the Reshape's buffer is still `a`";
-        if (name == "ident") EXPECT_FALSE(st.in_place) << route << ": a graph input is not aliased";
+        if (name == "reshape" || name == "flatten") {
+          EXPECT_EQ(st.in_place, on) << route << ": " << name;
+        }
+        if (name == "neg" && on) {
+          EXPECT_FALSE(st.in_place) << route << ": the Reshape's buffer is still `a`";
+        }
+        if (name == "ident") {
+          EXPECT_FALSE(st.in_place) << route << ": a graph input is not aliased";
+        }
       }
     }
 }
@@ -701,9 +707,15 @@ TEST(BuilderMemory, SizeOneTransposesAndConstantGathersAreViews) {
     EXPECT_EQ(value("qt").offset == value("a").offset, on) << route;
     for (const builder::PlanStep& st : p.steps) {
       const std::string& name = p.model.graph.nodes[static_cast<size_t>(st.node)].name;
-      if (name == "gq" || name == "gv" || name == "reshape" || name == "t_view") EXPECT_EQ(st.in_place, on) << route << ": " << name;
-      if (name == "t_copy") EXPECT_FALSE(st.in_place) << route << ": [4][16] -> [16][4] moves data";
-      if (name == "neg" && on) EXPECT_FALSE(st.in_place) << route << ": `a` is read later by the Tanh";
+      if (name == "gq" || name == "gv" || name == "reshape" || name == "t_view") {
+        EXPECT_EQ(st.in_place, on) << route << ": " << name;
+      }
+      if (name == "t_copy") {
+        EXPECT_FALSE(st.in_place) << route << ": [4][16] -> [16][4] moves data";
+      }
+      if (name == "neg" && on) {
+        EXPECT_FALSE(st.in_place) << route << ": `a` is read later by the Tanh";
+      }
     }
   }
 }
