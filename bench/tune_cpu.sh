@@ -142,7 +142,7 @@ REPORT="$WORK/report.md"
 RAW="$RAW" CMDLINE="$CMDLINE" COMMIT="$COMMIT" START="$START" LOAD="$LOAD_BEFORE -> $LOAD_MID (tunes done) -> $LOAD_AFTER" THREADS="$THREADS" \
 MODELS="$MODELS" CPU="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" NCPU="$(nproc)" ROUNDS="$ROUNDS" \
 BUDGET="$BUDGET" STRATEGY="$STRATEGY" TOLERANCE="${TOLERANCE:-default (fp32: l2<=1e-5, cos>=0.99999)}" python3 - > "$REPORT" <<'PY'
-import json, math, os, statistics as st
+import glob, json, math, os, statistics as st
 E = os.environ
 vals, tune = {}, {}
 for line in open(E['RAW']):
@@ -160,7 +160,7 @@ print()
 print(f"- command: `{E['CMDLINE']}`")
 print(f"- commit: {E['COMMIT']}; machine: {E['CPU']}, {E['NCPU']} cores (shared; load {E['LOAD']}); date {E['START']} UTC")
 print(f"- tune: `tactician tune MODEL --budget {E['BUDGET']} --strategy {E['STRATEGY']} --threads N`, tolerance {E['TOLERANCE']}")
-print(f"- all tunes first, then {E['ROUNDS']} interleaved rounds (default, isolated, tuned, ORT), each a new process; figures are medians of the round medians")
+print(f"- all tunes first, then {E['ROUNDS']} rounds, each one `bench --compare default,isolated,tuned` process (3 rotations of 0.5 s blocks) and one ORT process; ms figures are medians of the round medians, default/tuned and default/isolated the medians of the per-round (paired) ratios")
 print()
 print('| model | threads | default ms | isolated ms | tuned ms | ORT ms | default/tuned | default/isolated | ORT/tuned | tuning s (candidates) | break-even inferences |')
 print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
@@ -172,6 +172,18 @@ for t in [int(x) for x in E['THREADS'].split()]:
         ts, summ = tune.get((m, t), (None, {}))
         s_tu = d / u if d and u else None
         s_is = d / i if d and i else None
+        # Paired: the median over rounds of each round's default/tuned and default/isolated ratio
+        # (one --compare process per round: the engines of a round share its process's state).
+        pr = {'isolated': [], 'tuned': []}
+        for log in sorted(glob.glob(os.path.join(os.path.dirname(E['RAW']), f'{m}.t{t}.compare.r*.log'))):
+            try:
+                eng = json.loads([l for l in open(log) if l.strip()][-1])['engines']
+                for k, name in ((1, 'isolated'), (2, 'tuned')):
+                    if len(eng) > k: pr[name].append(eng[0]['median_ms'] / eng[k]['median_ms'])
+            except Exception:
+                pass
+        if pr['tuned']: s_tu = st.median(pr['tuned'])
+        if pr['isolated']: s_is = st.median(pr['isolated'])
         s_ort = o / u if o and u else None
         for k, v in (('tuned', s_tu), ('isolated', s_is), ('ort', s_ort)):
             if v: geo.setdefault((t, k), []).append(v)
