@@ -15,6 +15,7 @@
 #include "backends/cuda/device.h"
 #include "builder/layout.h"
 #include "builder/memory_planner.h"
+#include "builder/passes/fusion_common.h"
 #include "builder/passes/pass.h"
 #include "builder/precision.h"
 #include "ir/shape_inference.h"
@@ -77,8 +78,9 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
              "Concat inputs live in their slices of the output (when the dims before the axis are 1): their producers "
              "write there and the Concat copies nothing", KnobScope::global});
   space.add({"memory.view_alias", {"on", "off"}, "on",
-             "Reshape / Flatten / Squeeze / Unsqueeze / Identity outputs share their input's buffer (same bytes, plain "
-             "layout) and the step runs nothing; off: each copies its input",
+             "Reshape / Flatten / Squeeze / Unsqueeze / Identity outputs, Transposes that move only size-1 dims and "
+             "Gathers of one constant index over a contiguous block share their input's buffer (plain layout) and the "
+             "step runs nothing; off: each copies",
              KnobScope::global});
   space.add({"precision.default", precision_values(backend), "fp32",
              "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
@@ -536,6 +538,10 @@ bool is_view_op(const ir::Node& n) {
   }
 }
 
+bool is_alias_step(const ir::Graph& g, const PlanStep& st) {
+  return st.in_place && !st.dynamic && is_view_op(g.nodes[static_cast<size_t>(st.node)]);
+}
+
 kernels::StepDesc step_desc(const ir::Graph& g, const ir::Node& n, const std::vector<int>& inputs, int threads) {
   kernels::StepDesc s;
   s.node = &n;
@@ -885,45 +891,34 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   // Gather of one constant index is a view of a contiguous block when every dim before the axis
   // is 1 (a QKV pick out of a stacked projection). Returns the block's byte offset, or -1.
   auto view_at = [&](const ir::Node& n, const PlanStep& st, const PlanValue& in) -> int64_t {
-    if (n.op == ir::OpKind::Reshape || n.op == ir::OpKind::Flatten || n.op == ir::OpKind::Squeeze ||
-        n.op == ir::OpKind::Unsqueeze || n.op == ir::OpKind::Identity)
-      return 0;
-    const int64_t rank = static_cast<int64_t>(in.shape.size());
     if (n.op == ir::OpKind::Transpose) {
-      const ir::Attribute* a = n.attr("perm");
-      std::vector<int64_t> perm;
-      if (a && a->type == ir::Attribute::Type::ints) perm = a->ints;
-      else
-        for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
-      if (static_cast<int64_t>(perm.size()) != rank) return -1;
+      const auto perm = transpose_perm(g, n);
+      if (!perm) return -1;
       int64_t prev = -1;
-      for (int64_t d : perm) {
-        if (d < 0 || d >= rank) return -1;
+      for (int64_t d : *perm) {
         if (in.shape[static_cast<size_t>(d)] == 1) continue;
         if (d < prev) return -1;
         prev = d;
       }
       return 0;
     }
-    if (n.op == ir::OpKind::Gather && st.inputs.size() == 2 && st.inputs[1] != ir::kNoValue) {
-      const ir::Value& iv = g.values[static_cast<size_t>(st.inputs[1])];
-      if (!iv.initializer || iv.initializer->numel() != 1 || rank == 0) return -1;
-      const Tensor& it = *iv.initializer;
-      int64_t idx = it.dtype() == DType::int64 ? it.data<int64_t>()[0]
-                    : it.dtype() == DType::int32 ? it.data<int32_t>()[0] : INT64_MIN;
-      const ir::Attribute* a = n.attr("axis");
-      int64_t axis = a && a->type == ir::Attribute::Type::i ? a->i : 0;
-      if (axis < 0) axis += rank;
-      if (axis < 0 || axis >= rank) return -1;
-      for (int64_t d = 0; d < axis; ++d)
-        if (in.shape[static_cast<size_t>(d)] != 1) return -1;
-      const int64_t len = in.shape[static_cast<size_t>(axis)];
-      if (idx < 0) idx += len;
-      if (idx < 0 || idx >= len || in.bytes % len) return -1;
-      const int64_t at = idx * (in.bytes / len);
-      return at % kAlignment == 0 ? at : -1;
-    }
-    return -1;
+    if (n.op != ir::OpKind::Gather) return 0;  // Reshape and kin: the same bytes
+    const int64_t rank = static_cast<int64_t>(in.shape.size());
+    if (st.inputs.size() != 2 || st.inputs[1] == ir::kNoValue || rank == 0) return -1;
+    const ir::Value& iv = g.values[static_cast<size_t>(st.inputs[1])];
+    if (!iv.initializer || iv.initializer->numel() != 1) return -1;
+    const ir::Attribute* a = n.attr("axis");
+    int64_t axis = a && a->type == ir::Attribute::Type::i ? a->i : 0;
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return -1;
+    for (int64_t d = 0; d < axis; ++d)
+      if (in.shape[static_cast<size_t>(d)] != 1) return -1;
+    const int64_t len = in.shape[static_cast<size_t>(axis)];
+    int64_t idx = iv.initializer->get_i64(0);
+    if (idx < 0) idx += len;
+    if (idx < 0 || idx >= len || in.bytes % len) return -1;
+    const int64_t at = idx * (in.bytes / len);
+    return at % kAlignment == 0 ? at : -1;
   };
   auto sliced = [&](int v) { return ca.into[static_cast<size_t>(v)] >= 0 || ca.has_slices[static_cast<size_t>(v)]; };
   for (int s = 0; s < n_steps; ++s) {

@@ -69,6 +69,8 @@ std::string dims_to_string(const std::map<std::string, int64_t>& dims);
 // share the input's buffer (memory.view_alias) it marks the step in_place, and the runtime then runs
 // nothing for it.
 bool is_view_op(const ir::Node& n);
+// A step of such an op that the builder aliased: it runs nothing.
+bool is_alias_step(const ir::Graph& g, const PlanStep& st);
 
 struct Plan {
   ir::Model model;  // the graph after passes, with its constants; steps refer to its nodes

@@ -15,10 +15,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 }  // namespace
 
 // Loads the model (or plan) named by the positional argument into an engine.
@@ -168,24 +164,24 @@ int bench_compare(Args& args) {
     inputs.push_back(std::move(set).value());
   }
   const size_t n = engines.size();
+  std::vector<runtime::Engine*> ptrs;
+  for (auto& e : engines) ptrs.push_back(e.get());
+  size_t failed = 0;
+  auto blocks = runtime::measure_interleaved(ptrs, inputs, rounds, 3, block_s, args.has("--l2-flush"), &failed);
+  if (!blocks) {
+    std::fprintf(stderr, "tactician bench: --compare entry '%s': %s\n", names[failed].c_str(), blocks.status().to_string().c_str());
+    return 1;
+  }
   std::vector<std::vector<double>> block_ms(n);  // per engine, per round
-  for (int r = 0; r < rounds; ++r)
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = (k + static_cast<size_t>(r)) % n;  // rotate who goes first
-      auto lat = measure(*engines[i], inputs, 3, block_s, 2, args.has("--l2-flush"));
-      if (!lat) {
-        std::fprintf(stderr, "tactician bench: --compare entry '%s': %s\n", names[i].c_str(), lat.status().to_string().c_str());
-        return 1;
-      }
-      block_ms[i].push_back(lat->median_ms);
-    }
+  for (size_t i = 0; i < n; ++i)
+    for (const runtime::Latency& l : (*blocks)[i]) block_ms[i].push_back(l.median_ms);
   const int threads = engines[0]->plan().threads;
   std::string json = "{\"engines\": [";
   std::printf("%s: %d interleaved rounds of %.2f s blocks, %d threads\n", args.positional[0].c_str(), rounds, block_s, threads);
   for (size_t i = 0; i < n; ++i) {
     std::vector<double> ratios;
     for (int r = 0; r < rounds; ++r) ratios.push_back(block_ms[0][static_cast<size_t>(r)] / block_ms[i][static_cast<size_t>(r)]);
-    const double med = median_of(block_ms[i]), sp = median_of(ratios);
+    const double med = runtime::median(block_ms[i]), sp = runtime::median(ratios);
     const double lo = *std::min_element(ratios.begin(), ratios.end()), hi = *std::max_element(ratios.begin(), ratios.end());
     std::printf("  %-40s median %9.4f ms   %.3fx the first (rounds: %.3f to %.3f)\n", names[i].c_str(), med, sp, lo, hi);
     char buf[512];

@@ -46,7 +46,7 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
     for (const builder::PlanStep& st : plan.steps)
       if (builder::is_view_op(plan.model.graph.nodes[static_cast<size_t>(st.node)])) {
         ++views;
-        aliased += st.in_place;
+        aliased += builder::is_alias_step(plan.model.graph, st);
       }
     if (views > 0)
       std::printf("steps that can be views (Reshape and kin, Transpose, Gather): %d, %d of them aliased (run nothing; "

@@ -73,7 +73,7 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     workspace = std::max<int64_t>(workspace, static_cast<int64_t>((*k)->workspace_bytes()));
     e->kernels_.push_back(std::move(k).value());
     e->views_.push_back(std::move(views));
-    e->skip_.push_back(st.in_place && !st.dynamic && builder::is_view_op(n));  // output aliases input: nothing to run
+    e->skip_.push_back(builder::is_alias_step(g, st));  // output aliases input: nothing to run
   }
   p.workspace_bytes = workspace;
   // Dynamic values are freed after their last reader (graph outputs live to the end).

@@ -64,7 +64,7 @@ class Engine {
   };
   std::vector<Views> views_;
   bool dynamic_ = false;  // the plan has dynamic steps or inputs
-  std::vector<bool> skip_;  // per step: a view whose output shares its input's buffer (builder::is_view_op)
+  std::vector<bool> skip_;  // per step: a view whose output shares its input's buffer (builder::is_alias_step)
   std::vector<std::vector<int>> release_after_;  // per step: dynamic values last read there (freed after it)
   // CUDA plans: device memory, and where each graph input is copied to before a run.
   cuda::DeviceBuffer dev_arena_, dev_workspace_, dev_constants_, dev_inputs_;

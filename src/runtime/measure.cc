@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <string>
 
 namespace tac::runtime {
 
@@ -55,6 +56,31 @@ Result<Latency> measure(Engine& e, const std::vector<std::vector<Tensor>>& sets,
   for (double v : ms) sq += (v - l.mean_ms) * (v - l.mean_ms);
   l.cv = ms.size() > 1 ? std::sqrt(sq / static_cast<double>(ms.size() - 1)) / l.mean_ms : 0.0;
   return l;
+}
+
+Result<std::vector<std::vector<Latency>>> measure_interleaved(const std::vector<Engine*>& engines,
+                                                              const std::vector<std::vector<Tensor>>& sets, int rounds,
+                                                              int block_runs, double block_seconds, bool l2_flush,
+                                                              size_t* failed) {
+  const size_t n = engines.size();
+  std::vector<std::vector<Latency>> blocks(n);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % n;  // rotate who goes first
+      auto lat = measure(*engines[i], sets, block_runs, block_seconds, /*warmup=*/2, l2_flush);
+      if (!lat) {
+        if (failed) *failed = i;
+        return lat.status();
+      }
+      blocks[i].push_back(*lat);
+    }
+  return blocks;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 }  // namespace tac::runtime

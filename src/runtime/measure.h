@@ -24,4 +24,16 @@ struct Latency {
 Result<Latency> measure(Engine& e, const std::vector<std::vector<Tensor>>& input_sets, int min_runs, double min_seconds,
                         int warmup, bool l2_flush = false);
 
+// Several engines timed in one process, paired: `rounds` rounds, in each every engine gets one
+// block (measure() with 2 warm-up runs, `block_runs` and `block_seconds`), the order rotating by
+// one per round, so a slow spell of a shared machine falls on all alike. Returns the blocks'
+// latencies [engine][round]; on a failure, `failed` (if given) is set to the failing engine's index.
+Result<std::vector<std::vector<Latency>>> measure_interleaved(const std::vector<Engine*>& engines,
+                                                              const std::vector<std::vector<Tensor>>& input_sets,
+                                                              int rounds, int block_runs, double block_seconds,
+                                                              bool l2_flush = false, size_t* failed = nullptr);
+
+// The median (the mean of the two middle values for an even count; 0 for none).
+double median(std::vector<double> v);
+
 }  // namespace tac::runtime

@@ -166,33 +166,26 @@ int run_evaluate_command(int argc, char** argv) {
     if (!cplan) return child_fail("build_failed", "compare route: " + cplan.status().to_string());
     auto cengine = runtime::Engine::create(std::move(cplan).value());
     if (!cengine) return child_fail("build_failed", "compare route: " + cengine.status().to_string());
-    const auto sets = timing_sets(inputs);
     const int rounds = std::max(1, req.compare_rounds);
-    const double block_s = req.min_seconds / rounds;
     const int block_runs = std::max(3, req.min_runs / rounds);
+    size_t failed = 0;
+    auto blocks = runtime::measure_interleaved({engine->get(), cengine->get()}, timing_sets(inputs), rounds, block_runs,
+                                               req.min_seconds / rounds, false, &failed);
+    if (!blocks) return child_fail("run_failed", (failed ? "compare route: " : "") + blocks.status().to_string());
     std::vector<double> a_ms, b_ms, ratios, cvs;
     for (int r = 0; r < rounds; ++r) {
-      double ms[2] = {0, 0};
-      for (int k = 0; k < 2; ++k) {
-        const int which = (k + r) % 2;  // alternate who goes first
-        auto lat = runtime::measure(which == 0 ? **engine : **cengine, sets, block_runs, block_s, /*warmup=*/2);
-        if (!lat) return child_fail("run_failed", (which ? "compare route: " : "") + lat.status().to_string());
-        ms[which] = lat->median_ms;
-        if (which == 0) cvs.push_back(lat->cv);
-      }
-      a_ms.push_back(ms[0]);
-      b_ms.push_back(ms[1]);
-      ratios.push_back(ms[0] / ms[1]);
+      const runtime::Latency &a = (*blocks)[0][static_cast<size_t>(r)], &b = (*blocks)[1][static_cast<size_t>(r)];
+      a_ms.push_back(a.median_ms);
+      b_ms.push_back(b.median_ms);
+      ratios.push_back(a.median_ms / b.median_ms);
+      cvs.push_back(a.cv);
     }
-    auto med = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    };
-    report("median_ms", std::to_string(med(a_ms)));
-    report("cv", std::to_string(med(cvs)));
+    using runtime::median;
+    report("median_ms", std::to_string(median(a_ms)));
+    report("cv", std::to_string(median(cvs)));
     report("runs", std::to_string(rounds * block_runs));
-    report("compare_median_ms", std::to_string(med(b_ms)));
-    report("paired_ratio", std::to_string(med(ratios)));
+    report("compare_median_ms", std::to_string(median(b_ms)));
+    report("paired_ratio", std::to_string(median(ratios)));
     report("paired_low", std::to_string(*std::min_element(ratios.begin(), ratios.end())));
     report("paired_high", std::to_string(*std::max_element(ratios.begin(), ratios.end())));
   } else if (req.measure) {

@@ -38,6 +38,14 @@ std::unique_ptr<runtime::Engine> build_and_check(const ir::Model& m, const std::
   return std::move(e).value();
 }
 
+// The plan's value named `name` (a test failure, and the first value, when there is none).
+const builder::PlanValue& plan_value(const builder::Plan& p, const char* name) {
+  for (size_t v = 0; v < p.model.graph.values.size(); ++v)
+    if (p.model.graph.values[v].name == name) return p.values[v];
+  ADD_FAILURE() << "no value " << name;
+  return p.values[0];
+}
+
 const ir::Graph& graph_of(const std::unique_ptr<runtime::Engine>& e) { return e->plan().model.graph; }
 
 // ---------------------------------------------------------------- fold_batchnorm + fuse_conv
@@ -595,12 +603,7 @@ TEST(BuilderMemory, ConcatInputsLiveInTheirSlicesAndResultsMatch) {
       auto e = build_and_check(model, route);
       ASSERT_TRUE(e);
       const builder::Plan& p = e->plan();
-      auto value = [&](const char* name) -> const builder::PlanValue& {
-        for (size_t v = 0; v < p.model.graph.values.size(); ++v)
-          if (p.model.graph.values[v].name == name) return p.values[v];
-        ADD_FAILURE() << "no value " << name;
-        return p.values[0];
-      };
+      auto value = [&](const char* name) -> const builder::PlanValue& { return plan_value(p, name); };
       const bool on = std::string(alias) == "on";
       EXPECT_EQ(value("a").offset == value("cat").offset, on) << route;
       EXPECT_EQ(value("b").offset == value("cat").offset + value("a").bytes, on) << route;
@@ -640,12 +643,7 @@ TEST(BuilderMemory, ViewsAliasTheirInputAndInPlaceRespectsTheSharedBuffer) {
       auto e = build_and_check(model, route);
       ASSERT_TRUE(e);
       const builder::Plan& p = e->plan();
-      auto value = [&](const char* name) -> const builder::PlanValue& {
-        for (size_t v = 0; v < p.model.graph.values.size(); ++v)
-          if (p.model.graph.values[v].name == name) return p.values[v];
-        ADD_FAILURE() << "no value " << name;
-        return p.values[0];
-      };
+      auto value = [&](const char* name) -> const builder::PlanValue& { return plan_value(p, name); };
       const bool on = std::string(alias) == "on";
       EXPECT_EQ(value("a").offset == value("b").offset, on) << route;
       EXPECT_EQ(value("s").offset == value("f").offset, on) << route;
@@ -694,12 +692,7 @@ TEST(BuilderMemory, SizeOneTransposesAndConstantGathersAreViews) {
     auto e = build_and_check(model, route);
     ASSERT_TRUE(e);
     const builder::Plan& p = e->plan();
-    auto value = [&](const char* name) -> const builder::PlanValue& {
-      for (size_t v = 0; v < p.model.graph.values.size(); ++v)
-        if (p.model.graph.values[v].name == name) return p.values[v];
-      ADD_FAILURE() << "no value " << name;
-      return p.values[0];
-    };
+    auto value = [&](const char* name) -> const builder::PlanValue& { return plan_value(p, name); };
     const bool on = std::string(alias) == "on";
     const int64_t block = 4 * 16 * 4;
     EXPECT_EQ(value("q").offset == value("a").offset, on) << route;
