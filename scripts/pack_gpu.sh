@@ -32,12 +32,37 @@ done | sort -u | while read -r soname path; do
   if [[ "/$soname" =~ $system ]]; then continue; fi
   cp -L "$path" "$pkg/lib/$soname"
 done
+# A binary built with TAC_MPI links OpenMPI: carry its runtime too (mpirun, the MCA and PMIx
+# plugins, help texts), laid out as under /usr so that OPAL_PREFIX relocates it (env.sh).
+if ldd "$pkg/bin/tactician" | grep -q libmpi; then
+  ompi=$pkg/ompi
+  mkdir -p "$ompi/bin" "$ompi/lib/x86_64-linux-gnu" "$ompi/share"
+  cp -L /usr/bin/orterun "$ompi/bin/mpirun"
+  cp -rL /usr/lib/x86_64-linux-gnu/openmpi "$ompi/lib/x86_64-linux-gnu/"
+  rm -rf "$ompi/lib/x86_64-linux-gnu/openmpi/include"
+  cp -rL /usr/lib/x86_64-linux-gnu/pmix2 "$ompi/lib/x86_64-linux-gnu/"
+  rm -rf "$ompi/lib/x86_64-linux-gnu/pmix2/include" "$ompi/lib/x86_64-linux-gnu/pmix2/lib/libpmix.a"
+  cp -rL /usr/share/openmpi "$ompi/share/"
+  for f in "$ompi/bin/mpirun" "$ompi"/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so "$ompi"/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so; do
+    ldd "$f" | awk '/=> \// {print $1, $3}'
+  done | sort -u | while read -r soname path; do
+    if [[ "/$soname" =~ $system ]] || [ -e "$pkg/lib/$soname" ]; then continue; fi
+    cp -L "$path" "$pkg/lib/$soname"
+  done
+fi
 cat > "$pkg/env.sh" <<'ENV'
 # Source me on the GPU machine: our libraries, then cuBLASLt / cuDNN from the Python packages.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 nv=$(python3 -c "import glob,site; print(':'.join(glob.glob(site.getsitepackages()[0]+'/nvidia/*/lib')))" 2>/dev/null || true)
 export LD_LIBRARY_PATH="$here/lib${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$here/bin:$PATH"
+if [ -d "$here/ompi" ]; then  # the carried OpenMPI (pack_gpu.sh), relocated
+  export OPAL_PREFIX="$here/ompi" PMIX_INSTALL_PREFIX="$here/ompi/lib/x86_64-linux-gnu/pmix2"
+  export PATH="$here/ompi/bin:$PATH"
+  export LD_LIBRARY_PATH="$here/ompi/lib/x86_64-linux-gnu/openmpi/lib:$here/ompi/lib/x86_64-linux-gnu/pmix2/lib:$LD_LIBRARY_PATH"
+  export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+  export PMIX_MCA_pcompress_base_silence_warning=1
+fi
 ENV
 git rev-parse HEAD > "$pkg/COMMIT" 2>/dev/null || true
 git status --short --untracked-files=no | sed 's/^/dirty: /' >> "$pkg/COMMIT" || true

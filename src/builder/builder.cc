@@ -48,12 +48,10 @@ Shape shape_of(const ir::ValueType& t) {
 
 // ---- the global knobs ----
 // Passes off by default on CUDA, and why: fuse_elementwise's FusedElementwise has no CUDA tactic
-// yet; fuse_attention's does (cuda_fused), but lost to the unfused cuBLASLt route on an H200
-// (BERT-base fp16: 1.061 against 1.040 ms at batch 1, 3.022 against 2.795 at batch 8): the tuner
-// tries it.
+// yet. (fuse_attention was off while its only CUDA kernel ran on CUDA cores and lost to the
+// unfused cuBLASLt route; the tensor-core kernel, cuda_mma, made it the default.)
 const char* cuda_default_off(const std::string& name) {
   if (name == "fuse_elementwise") return " (off by default on CUDA: no CUDA tactic for its fused op yet)";
-  if (name == "fuse_attention") return " (off by default on CUDA: its kernel measured slower than cuBLASLt's batched GEMMs)";
   return nullptr;
 }
 
@@ -382,10 +380,61 @@ Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults, kernels::Ba
   return r;
 }
 
+// A CUDA tactic alone on the layer: inputs (random, or the real constants) uploaded to device
+// buffers of their own, CUDA events around blocks of back-to-back runs; median per run, in ns.
+double time_isolated_device(const kernels::Tactic& t, const kernels::StepDesc& s) {
+  auto k = t.prepare(s);
+  if (!k) return INFINITY;
+  std::vector<cuda::DeviceBuffer> bufs;
+  std::vector<kernels::TensorView> iv, ov;
+  auto device_copy = [&](const Tensor& host) -> void* {
+    auto b = cuda::DeviceBuffer::allocate(host.bytes());
+    if (!b || (host.bytes() && !cuda::copy_to_device(b->get(), host.raw(), host.bytes()).is_ok())) return nullptr;
+    bufs.push_back(std::move(b).value());
+    return bufs.back().get();
+  };
+  for (size_t i = 0; i < s.in_dtypes.size(); ++i) {
+    if (s.in_dtypes[i] == DType::undefined) {
+      iv.push_back({});
+      continue;
+    }
+    const Tensor host = s.constants[i] ? *s.constants[i] : kernels::random_tensor(s.in_dtypes[i], s.in_shapes[i], 7 + i);
+    void* d = device_copy(host);
+    if (!d && host.bytes()) return INFINITY;
+    iv.push_back({d, s.in_dtypes[i], s.in_shapes[i]});
+  }
+  for (size_t i = 0; i < s.out_dtypes.size(); ++i) {
+    if (s.out_dtypes[i] == DType::undefined) {
+      ov.push_back({});
+      continue;
+    }
+    auto b = cuda::DeviceBuffer::allocate(static_cast<size_t>(ir::physical_numel(s.out_shapes[i], s.out_layout(i))) *
+                                          dtype_size(s.out_dtypes[i]));
+    if (!b) return INFINITY;
+    bufs.push_back(std::move(b).value());
+    ov.push_back({bufs.back().get(), s.out_dtypes[i], s.out_shapes[i]});
+  }
+  auto ws = cuda::DeviceBuffer::allocate((*k)->workspace_bytes());
+  auto timer = cuda::EventTimer::create();
+  if (!ws || !timer || !(*k)->run(iv, ov, ws->get()).is_ok() || !cuda::synchronize().is_ok()) return INFINITY;  // warm-up
+  constexpr int kRunsPerBlock = 10;
+  std::vector<double> ns;
+  for (int r = 0; r < 5; ++r) {
+    if (!timer->start().is_ok()) return INFINITY;
+    for (int i = 0; i < kRunsPerBlock; ++i)
+      if (!(*k)->run(iv, ov, ws->get()).is_ok()) return INFINITY;
+    auto ms = timer->stop_ms();
+    if (!ms) return INFINITY;
+    ns.push_back(*ms * 1e6 / kRunsPerBlock);
+  }
+  std::sort(ns.begin(), ns.end());
+  return ns[ns.size() / 2];
+}
+
 // Times one tactic alone on the layer (random inputs, real constants): the isolated profiling a
 // classic builder does. Median of a few runs, in ns; +inf when it fails.
 double time_isolated_impl(const kernels::Tactic& t, const kernels::StepDesc& s) {
-  if (t.backend != kernels::Backend::cpu) return INFINITY;  // device timing: not yet (host buffers here)
+  if (t.backend == kernels::Backend::cuda) return time_isolated_device(t, s);
   auto k = t.prepare(s);
   if (!k) return INFINITY;
   std::vector<Tensor> ins, outs;

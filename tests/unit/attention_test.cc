@@ -90,6 +90,48 @@ TEST(AttentionTactics, CudaFusedMatchesReference) {
     }
 }
 
+// The tensor-core kernel (cuda_mma): fp16 / bf16 on shapes whose head sizes and key count are
+// multiples of 16, query counts that are not (a warp's last rows padded), every warp count it
+// picks (1, 2 and 4 per block, by the number of blocks), broadcast masks; refused in fp32 and
+// for a key count that is not a multiple of 16.
+TEST(AttentionTactics, CudaMmaMatchesReference) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_mma", kernels::Backend::cuda);
+  ASSERT_NE(t, nullptr);
+  if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device on this machine";
+  const Case cases[] = {
+      {{1, 12, 128, 64}, {1, 12, 64, 128}, {1, 12, 128, 64}, {1, 1, 1, 128}, 0.125f},     // 1 warp per block
+      {{8, 12, 128, 64}, {8, 12, 64, 128}, {8, 12, 128, 64}, {8, 1, 1, 128}, 0.125f},     // 2
+      {{4, 64, 128, 32}, {4, 64, 32, 128}, {4, 64, 128, 32}, {}, 0.17f},                  // 4
+      {{2, 2, 37, 64}, {2, 2, 64, 48}, {2, 2, 48, 32}, {2, 1, 37, 48}, 0.125f},           // sq = 37
+      {{3, 70, 16}, {3, 16, 256}, {3, 256, 80}, {70, 1}, 0.3f},                           // dv > d, sk = 256
+  };
+  uint64_t seed = 500;
+  for (DType dt : {DType::float16, DType::bfloat16})
+    for (const Case& c : cases) {
+      const bool mask = !c.mask.empty();
+      ir::Node n = kernels::make_node("FusedAttention", mask ? 4 : 3, 1);
+      n.domain = ir::kInternalDomain;
+      kernels::set_attr(n, "scale", c.scale);
+      std::vector<Tensor> ins = {random_tensor(dt, c.q, seed), random_tensor(dt, c.k, seed + 1), random_tensor(dt, c.v, seed + 2)};
+      if (mask) ins.push_back(random_tensor(dt, c.mask, seed + 3));
+      seed += 4;
+      auto r = check_tactic(*t, n, ins, std::vector<bool>(ins.size(), false));
+      ASSERT_TRUE(r.status.is_ok()) << dtype_name(dt) << ": " << r.status.to_string();
+      // P is rounded to the input type before the second product: a few ulps of it.
+      const double tol = dt == DType::float16 ? 4e-3 : 3e-2;
+      EXPECT_LE(r.max_abs_diff, tol) << dtype_name(dt) << " q=" << shape_to_string(c.q) << " mask=" << shape_to_string(c.mask);
+    }
+  ir::Node n = kernels::make_node("FusedAttention", 3, 1);
+  n.domain = ir::kInternalDomain;
+  kernels::set_attr(n, "scale", 0.5f);
+  for (auto [dt, sk] : {std::pair{DType::float32, int64_t{64}}, std::pair{DType::float16, int64_t{45}}}) {
+    std::vector<Tensor> ins = {random_tensor(dt, {2, 8, 32}, 1), random_tensor(dt, {2, 32, sk}, 2), random_tensor(dt, {2, sk, 32}, 3)};
+    auto r = check_tactic(*t, n, ins, std::vector<bool>(3, false));
+    EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << dtype_name(dt) << " sk=" << sk << ": " << r.status.to_string();
+  }
+}
+
 TEST(AttentionTactics, MismatchedShapesAreRefused) {
   const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, "fused_avx2");
   ASSERT_NE(t, nullptr);
@@ -103,19 +145,25 @@ TEST(AttentionTactics, MismatchedShapesAreRefused) {
   EXPECT_FALSE(t->applies(s).is_ok());
 }
 
-// Q [b,h,s,d] scaled by Div, scores = MatMul(Q, Kt), Mul by a constant, + mask, Softmax, · V.
-ir::Model attention_model(bool with_mask, bool scale_q) {
+// Q [b,h,s,d] scaled by Div, Kt scaled by Mul (PyTorch's SDPA export scales both by
+// sqrt(scale)), scores = MatMul(Q, Kt), Mul by a constant, + mask, Softmax, · V.
+ir::Model attention_model(bool with_mask, bool scale_q, bool scale_k = false) {
   ModelBuilder m(17);
   m.input("q", 1, {"2", "3", "6", "8"});
   m.input("kt", 1, {"2", "3", "8", "6"});
   m.input("v", 1, {"2", "3", "6", "5"});
-  std::string q = "q";
+  std::string q = "q", kt = "kt";
   if (scale_q) {
     m.initializer("c", {}, {2.8284271f});
     m.node("Div", {"q", "c"}, {"qs"}, "scale_q");
     q = "qs";
   }
-  m.node("MatMul", {q, "kt"}, {"s"}, "scores");
+  if (scale_k) {
+    m.initializer("ck", {}, {0.59460356f});
+    m.node("Mul", {"ck", "kt"}, {"kts"}, "scale_k");
+    kt = "kts";
+  }
+  m.node("MatMul", {q, kt}, {"s"}, "scores");
   m.initializer("f", {}, {0.7f});
   m.node("Mul", {"s", "f"}, {"s2"}, "scale_s");
   std::string sm_in = "s2";
@@ -135,14 +183,15 @@ ir::Model attention_model(bool with_mask, bool scale_q) {
 
 TEST(BuilderPasses, FuseAttentionMakesOneNodeAndMatchesTheReference) {
   for (bool mask : {false, true})
-    for (bool scale_q : {false, true}) {
-      ir::Model model = attention_model(mask, scale_q);
+    for (int scaled = 0; scaled < 3; ++scaled) {  // none, Q, Q and K
+      const bool scale_q = scaled > 0;
+      ir::Model model = attention_model(mask, scale_q, scaled == 2);
       for (const char* route : {"", "pass.fuse_attention=off"}) {
         auto e = test::build_engine(model, route);
         ASSERT_TRUE(e.is_ok()) << e.status().to_string();
         const ir::Graph& g = (*e)->plan().model.graph;
         if (*route == '\0') {
-          EXPECT_EQ(test::op_list(g), "FusedAttention") << "mask=" << mask << " scale_q=" << scale_q;
+          EXPECT_EQ(test::op_list(g), "FusedAttention") << "mask=" << mask << " scaled=" << scaled;
         } else {
           EXPECT_EQ(test::count_op(g, "Softmax"), 1) << test::op_list(g);
         }

@@ -160,8 +160,9 @@ TEST(CudaBackend, PrecisionAndGraphKnobsAreOfferedOnCudaOnly) {
   EXPECT_EQ(def->values, (std::vector<std::string>{"fp32", "tf32", "fp16", "bf16"}));
   ASSERT_NE(space->find("cuda.graphs"), nullptr);
   EXPECT_EQ(space->find("cuda.graphs")->default_value, "on");
-  ASSERT_NE(space->find("pass.fuse_attention"), nullptr);
-  EXPECT_EQ(space->find("pass.fuse_attention")->default_value, "off");  // no CUDA tactic for FusedAttention yet
+  ASSERT_NE(space->find("pass.fuse_elementwise"), nullptr);
+  EXPECT_EQ(space->find("pass.fuse_elementwise")->default_value, "off");  // no CUDA tactic for FusedElementwise yet
+  EXPECT_EQ(space->find("pass.fuse_attention")->default_value, "on");
   auto cpu = builder::knob_space(mlp(), {});
   ASSERT_TRUE(cpu.is_ok());
   EXPECT_EQ(cpu->find("cuda.graphs"), nullptr);
@@ -437,6 +438,21 @@ TEST(CudaTactics, CublasLtGemms) {
               1)
         << act;
   }
+  // A whole residual matrix per batch is cuBLASLt's C (beta): with bias + ReLU, without, and
+  // batched (B not shared), in fp32 and fp16.
+  for (DType dt : {DType::float32, DType::float16})
+    for (const char* act : {"Relu", ""})
+      for (bool batched_b : {false, true}) {
+        ir::Node f = make_node("FusedMatMul", 4, 1);
+        f.domain = "tactician";
+        set_attr(f, "activation", std::string(act));
+        Shape b = batched_b ? Shape{2, 32, 24} : Shape{32, 24};
+        EXPECT_GE(expect_cuda_tactics(f, {random_tensor(dt, {2, 17, 32}, 37), random_tensor(dt, b, 38),
+                                          random_tensor(DType::float32, {24}, 39), random_tensor(dt, {2, 17, 24}, 40)},
+                                      {false, !batched_b, true, false}, 0, dt == DType::float32 ? 1e-4 : 3e-3),
+                  1)
+            << dtype_name(dt) << " act=" << act << " batched_b=" << batched_b;
+      }
 }
 
 TEST(CudaTactics, CudnnConvolutions) {

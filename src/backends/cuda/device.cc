@@ -227,6 +227,33 @@ Result<double> EventTimer::stop_ms() {
   return static_cast<double>(ms);
 }
 
+Result<EventSeries> EventSeries::create(size_t n) {
+  TAC_RETURN_IF_ERROR(context().status());
+  EventSeries es;
+  for (size_t i = 0; i <= n; ++i) {
+    cudaEvent_t e = nullptr;
+    TAC_CUDA_CALL(cudaEventCreate(&e));
+    es.events_.push_back(e);
+  }
+  return es;
+}
+EventSeries::~EventSeries() {
+  for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+Status EventSeries::record(size_t i) {
+  TAC_ASSIGN_OR_RETURN(Context * c, context());
+  if (i >= events_.size()) return internal_error("EventSeries::record: index out of range");
+  TAC_CUDA_CALL(cudaEventRecord(static_cast<cudaEvent_t>(events_[i]), c->stream));
+  return Status::ok();
+}
+Result<double> EventSeries::elapsed_ms(size_t i) {
+  if (i + 1 >= events_.size()) return internal_error("EventSeries::elapsed_ms: index out of range");
+  TAC_CUDA_CALL(cudaEventSynchronize(static_cast<cudaEvent_t>(events_.back())));
+  float ms = 0;
+  TAC_CUDA_CALL(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(events_[i]), static_cast<cudaEvent_t>(events_[i + 1])));
+  return static_cast<double>(ms);
+}
+
 Status flush_l2() {
   TAC_ASSIGN_OR_RETURN(Context * c, context());
   static DeviceBuffer scratch;  // lives until exit, like the context

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tactician/status.h"
 
@@ -104,6 +105,24 @@ class EventTimer {
   EventTimer() = default;
   void* start_ = nullptr;  // cudaEvent_t
   void* stop_ = nullptr;
+};
+
+// Events recorded on the context's stream between the steps of one run, for per-step device
+// times without a synchronization between steps (tactician profile): record(i) before step i and
+// record(n) after the last, then elapsed_ms(i) (waits for the last event) is step i's time.
+class EventSeries {
+ public:
+  static Result<EventSeries> create(size_t n);  // n + 1 events
+  EventSeries(EventSeries&& o) noexcept : events_(std::move(o.events_)) {}
+  EventSeries(const EventSeries&) = delete;
+  EventSeries& operator=(const EventSeries&) = delete;
+  ~EventSeries();
+  Status record(size_t i);
+  Result<double> elapsed_ms(size_t i);
+
+ private:
+  EventSeries() = default;
+  std::vector<void*> events_;  // cudaEvent_t
 };
 
 // Enqueues a pass over a scratch buffer of twice the L2 size (allocated at first use), so that

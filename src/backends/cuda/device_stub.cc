@@ -41,6 +41,10 @@ Result<EventTimer> EventTimer::create() { return no_cuda(); }
 EventTimer::~EventTimer() = default;
 Status EventTimer::start() { return no_cuda(); }
 Result<double> EventTimer::stop_ms() { return no_cuda(); }
+Result<EventSeries> EventSeries::create(size_t) { return no_cuda(); }
+EventSeries::~EventSeries() = default;
+Status EventSeries::record(size_t) { return no_cuda(); }
+Result<double> EventSeries::elapsed_ms(size_t) { return no_cuda(); }
 Status flush_l2() { return no_cuda(); }
 
 }  // namespace tac::cuda

@@ -1,11 +1,11 @@
 // Scaled dot-product attention, as exporters decompose it, becomes one FusedAttention node:
 //
-//   [Q = Div|Mul(Q0, c)]  S = MatMul(Q, K)  [Div|Mul(S, c)]  [Add(S, M)]  P = Softmax(S, axis=-1)
-//   Y = MatMul(P, V)                                  ->  Y = FusedAttention(Q0|Q, K, V, [M]), scale
+//   [Q = Div|Mul(Q0, c)]  [K = Div|Mul(K0, c)]  S = MatMul(Q, K)  [Div|Mul(S, c)]  [Add(S, M)]
+//   P = Softmax(S, axis=-1)  Y = MatMul(P, V)         ->  Y = FusedAttention(Q0|Q, K0|K, V, [M]), scale
 //
 // Matched from the Softmax. K is whatever the first MatMul multiplies by (exporters transpose K
-// before it; that Transpose stays a step of its own). Scalar constant scalings of Q or of the
-// scores are folded into `scale` (they commute with the product); the mask is any tensor that
+// before it; that Transpose stays a step of its own). Scalar constant scalings of Q, of K or of
+// the scores are folded into `scale` (they commute with the product); the mask is any tensor that
 // broadcasts to the scores without changing their shape. Every intermediate must have this
 // pattern as its only user. Q, K and V must have one rank (>= 3) and equal, known batch dims,
 // float32. The scores never reach memory: the kernel computes them, the softmax and the second
@@ -104,11 +104,14 @@ std::optional<AttentionMatch> match_attention(ir::Graph& g, const std::vector<st
   m.others.push_back(n);
   m.q = n->inputs[0];
   m.k = n->inputs[1];
-  if (ir::Node* qs = producer_of(g, m.q); qs && has_single_user(users, m.q)) {
-    if (auto sc = scaling(g, *qs)) {
+  // Scalings of Q and of K (PyTorch's SDPA export multiplies each by sqrt(scale)).
+  for (int* operand : {&m.q, &m.k}) {
+    ir::Node* p = producer_of(g, *operand);
+    if (!p || !has_single_user(users, *operand)) continue;
+    if (auto sc = scaling(g, *p)) {
       m.scale *= sc->first;
-      m.others.push_back(qs);
-      m.q = sc->second;
+      m.others.push_back(p);
+      *operand = sc->second;
     }
   }
   // Forward from the Softmax: MatMul(P, V).

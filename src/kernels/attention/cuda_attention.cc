@@ -1,4 +1,5 @@
-// CUDA tactic of the attention family: "cuda_fused" runs a FusedAttention step (the
+// CUDA tactics of the attention family: "cuda_mma" (tensor cores, fp16/bf16) and "cuda_fused"
+// (CUDA cores, any float type). "cuda_fused" runs a FusedAttention step (the
 // fuse_attention pass) as our one kernel (cuda_attention.cu) in fp32, fp16 or bf16 (Q, K, V,
 // the mask and y of one type, as the CUDA precision rewrite leaves them: FusedAttention follows
 // its neighbours into fp16/bf16, builder/precision.cc). Applies when the batch's K and V fit in
@@ -76,6 +77,55 @@ Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
   });
 }
 
+// ---- cuda_mma: the tensor-core kernel ----
+
+// Warps per block: 4 (64 query rows) while that still gives about two blocks per SM of an H200,
+// fewer for small batches (BERT at batch 1: 12 heads), within the shared-memory limit; 0 when
+// not even one warp's share fits.
+int mma_warps(const AttentionDesc& d) {
+  for (int nw : {4, 2, 1}) {
+    const bool enough_blocks = d.batches * ((d.sq + 16 * nw - 1) / (16 * nw)) >= 256 || nw == 1;
+    if (enough_blocks && cuda::kern::attention_mma_smem_bytes(d, nw) <= kMaxSmem) return nw;
+  }
+  return 0;
+}
+
+Result<Fused> mma_desc(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Fused f, fused_desc(s));
+  if (f.t == Elem::f32) return not_applicable("fp16 or bf16 only (tensor cores)");
+  const AttentionDesc& d = f.d;
+  if (d.d % 16 || d.dv % 16 || d.sk % 16) return not_applicable("head sizes and key count must be multiples of 16");
+  if (mma_warps(d) == 0) return not_applicable("K, V and one warp's scores need more than 200 KB of shared memory");
+  return f;
+}
+
+Status mma_applies(const StepDesc& s) { return mma_desc(s).status(); }
+
+double mma_cost(const StepDesc& s) {
+  auto f = mma_desc(s);
+  if (!f) return 1e30;
+  const AttentionDesc& d = f->d;
+  // Tensor cores (~200 TFLOP/s at these sizes), K and V read once per block.
+  const double flops = 2.0 * static_cast<double>(d.batches * d.sq * d.sk) * static_cast<double>(d.d + d.dv);
+  const int nw = mma_warps(d);
+  const double blocks = static_cast<double>(d.batches) * static_cast<double>((d.sq + 16 * nw - 1) / (16 * nw));
+  return cuda::memory_bound_ns(2 * blocks * static_cast<double>(d.d * d.sk + d.sk * d.dv)) + flops / 2e5;
+}
+
+Result<std::unique_ptr<Kernel>> mma_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Fused f, mma_desc(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
+  const int nw = mma_warps(f.d);
+  TAC_RETURN_IF_ERROR(
+      cuda::launch_status(cuda::kern::attention_mma_init(f.t, f.d, nw), "tensor-core attention kernel (shared memory limit)"));
+  cudaStream_t st = c->stream;
+  return cuda::make_kernel([f, nw, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::attention_mma(f.t, in[0].data, in[1].data, in[2].data,
+                                                         f.mask ? in[3].data : nullptr, out[0].data, f.d, nw, st),
+                               "tensor-core attention kernel");
+  });
+}
+
 }  // namespace
 
 std::span<const Tactic> cuda_attention_tactics() {
@@ -83,6 +133,10 @@ std::span<const Tactic> cuda_attention_tactics() {
       {"cuda_fused", ir::OpKind::FusedAttention,
        "own CUDA kernel: scores, softmax and the product with V in one launch (K and V in shared memory, fp32 sums)",
        fused_applies, fused_cost, fused_prepare, Backend::cuda},
+      {"cuda_mma", ir::OpKind::FusedAttention,
+       "own CUDA kernel on tensor cores (WMMA, fp16/bf16, fp32 sums): both products as 16x16 tiles, the softmax "
+       "between them in shared memory",
+       mma_applies, mma_cost, mma_prepare, Backend::cuda},
   };
   return table;
 }

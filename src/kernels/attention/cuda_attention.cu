@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <cfloat>
 #include <cstdint>
@@ -130,7 +131,164 @@ __global__ void __launch_bounds__(kBlockThreads) attention_kernel(const T* __res
   }
 }
 
+// ---- the tensor-core kernel (fp16 / bf16) ----
+// One block per (batch, 16 * NW query rows), a warp per 16 rows. K and V of the batch staged in
+// shared memory once per block, the block's Q rows too (zeros past sq). Per warp: S = Q·K as
+// 16x16x16 WMMA tiles (fp32 accumulators) stored to shared memory, the softmax row by row (scale,
+// mask, max, exp in fp32; P rounded to T, the sum kept in fp32), then O = P·V by WMMA, scaled by
+// 1 / sum on the way out. Needs d, dv, sk multiples of 16.
+namespace wmma = nvcuda::wmma;
+
+__host__ __device__ constexpr int64_t round128(int64_t bytes) { return (bytes + 127) / 128 * 128; }
+
+struct MmaSmem {
+  int64_t ks, vs, qs, s, p, total;  // byte offsets of each region, and the size
+};
+__host__ __device__ MmaSmem mma_smem(const AttentionDesc& d, int nw) {
+  const int64_t sw = d.sk > d.dv ? d.sk : d.dv;
+  MmaSmem m;
+  m.ks = 0;
+  m.vs = m.ks + round128(2 * d.d * d.sk);
+  m.qs = m.vs + round128(2 * d.sk * d.dv);
+  m.s = m.qs + round128(2 * 16 * nw * d.d);
+  m.p = m.s + round128(4 * nw * (16 * sw + 16));
+  m.total = m.p + round128(2 * nw * 16 * d.sk);
+  return m;
+}
+
+template <class T, int NW>
+__global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restrict__ q, const T* __restrict__ k,
+                                                                const T* __restrict__ v, const T* __restrict__ mask,
+                                                                T* __restrict__ y, AttentionDesc d) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const MmaSmem L = mma_smem(d, NW);
+  const int sk = static_cast<int>(d.sk), dd = static_cast<int>(d.d), dv = static_cast<int>(d.dv);
+  const int sw = sk > dv ? sk : dv;
+  T* ks = reinterpret_cast<T*>(smem_raw + L.ks);
+  T* vs = reinterpret_cast<T*>(smem_raw + L.vs);
+  T* qs = reinterpret_cast<T*>(smem_raw + L.qs);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* S = reinterpret_cast<float*>(smem_raw + L.s) + warp * (16 * sw + 16);
+  float* inv = S + 16 * sw;
+  T* P = reinterpret_cast<T*>(smem_raw + L.p) + warp * 16 * sk;
+  const int64_t b = blockIdx.x;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * NW;
+  stage(ks, k + b * d.d * d.sk, d.d * d.sk);
+  stage(vs, v + b * d.sk * d.dv, d.sk * d.dv);
+  const int64_t rows = d.sq - row0 < 16 * NW ? d.sq - row0 : 16 * NW;
+  stage(qs, q + (b * d.sq + row0) * d.d, rows * d.d);
+  for (int64_t i = rows * d.d + threadIdx.x; i < 16 * NW * d.d; i += blockDim.x) qs[i] = T(0.f);
+  __syncthreads();
+  const int64_t wrow = row0 + warp * 16;
+  if (wrow >= d.sq) return;  // no block-wide synchronization below
+  const T* qw = qs + warp * 16 * dd;
+  for (int j = 0; j < sk / 16; ++j) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int kk = 0; kk < dd / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+      wmma::load_matrix_sync(fa, qw + kk * 16, dd);
+      wmma::load_matrix_sync(fb, ks + kk * 16 * sk + j * 16, sk);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(S + j * 16, acc, sw, wmma::mem_row_major);
+  }
+  __syncwarp();
+  int64_t moff = 0;
+  if (mask) {
+    int64_t rest = b;
+    for (int i = d.nb - 1; i >= 0; --i) {
+      moff += (rest % d.batch_dims[i]) * d.mask_bs[i];
+      rest /= d.batch_dims[i];
+    }
+  }
+  for (int r = 0; r < 16; ++r) {
+    const int64_t row = wrow + r;
+    float* sr = S + r * sw;
+    float mx = -FLT_MAX;
+    for (int c = lane; c < sk; c += 32) {
+      float x = sr[c] * d.scale;
+      if (mask && row < d.sq) x += ld(mask, moff + row * d.mask_rs + c * d.mask_cs);
+      sr[c] = x;
+      mx = fmaxf(mx, x);
+    }
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    for (int c = lane; c < sk; c += 32) {
+      const float e = expf(sr[c] - mx);
+      P[r * sk + c] = T(e);
+      sum += e;
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) inv[r] = 1.f / sum;
+  }
+  __syncwarp();
+  for (int j = 0; j < dv / 16; ++j) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int kk = 0; kk < sk / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+      wmma::load_matrix_sync(fa, P + kk * 16, sk);
+      wmma::load_matrix_sync(fb, vs + kk * 16 * dv + j * 16, dv);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(S + j * 16, acc, sw, wmma::mem_row_major);
+  }
+  __syncwarp();
+  for (int r = 0; r < 16 && wrow + r < d.sq; ++r) {
+    T* yr = y + (b * d.sq + wrow + r) * d.dv;
+    for (int c = lane; c < dv; c += 32) st(yr, c, S[r * sw + c] * inv[r]);
+  }
+}
+
+template <class T, class F>
+int with_warps(int nw, F&& f) {
+  switch (nw) {
+    case 1: return f(attention_mma_kernel<T, 1>);
+    case 2: return f(attention_mma_kernel<T, 2>);
+    case 4: return f(attention_mma_kernel<T, 4>);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+template <class F>
+int with_half(Elem t, F&& f) {
+  if (t == Elem::f16) return f(static_cast<__half*>(nullptr));
+  if (t == Elem::bf16) return f(static_cast<__nv_bfloat16*>(nullptr));
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
 }  // namespace
+
+int64_t attention_mma_smem_bytes(const AttentionDesc& d, int warps) { return mma_smem(d, warps).total; }
+
+int attention_mma_init(Elem t, const AttentionDesc& d, int warps) {
+  return with_half(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return with_warps<T>(warps, [&](auto kernel) {
+      return static_cast<int>(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(mma_smem(d, warps).total)));
+    });
+  });
+}
+
+int attention_mma(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y, const AttentionDesc& d,
+                  int warps, void* stream) {
+  if (d.batches <= 0 || d.sq <= 0) return 0;
+  const int64_t rows = 16 * warps;
+  const dim3 grid(static_cast<unsigned>(d.batches), static_cast<unsigned>((d.sq + rows - 1) / rows));
+  return with_half(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return with_warps<T>(warps, [&](auto kernel) {
+      kernel<<<grid, 32 * warps, static_cast<size_t>(mma_smem(d, warps).total), as_stream(stream)>>>(
+          static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(mask),
+          static_cast<T*>(y), d);
+      return launched();
+    });
+  });
+}
 
 int64_t attention_smem_bytes(Elem t, const AttentionDesc& d) {
   return t == Elem::f32 ? smem_bytes<float>(d) : smem_bytes<__half>(d);

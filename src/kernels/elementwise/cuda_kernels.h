@@ -123,6 +123,13 @@ int64_t attention_smem_bytes(Elem t, const AttentionDesc& d);
 int attention_init(Elem t, const AttentionDesc& d);
 int attention(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y, const AttentionDesc& d,
               void* stream);
+// The same on tensor cores (WMMA, fp32 accumulation), fp16 or bf16 only, d, dv and sk multiples
+// of 16: one block per (batch, 16 * warps query rows), warps in {1, 2, 4}; K, V and the block's
+// Q rows in shared memory, the scores and P per warp too (attention_mma_smem_bytes).
+int64_t attention_mma_smem_bytes(const AttentionDesc& d, int warps);
+int attention_mma_init(Elem t, const AttentionDesc& d, int warps);
+int attention_mma(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y, const AttentionDesc& d,
+                  int warps, void* stream);
 
 // Overwrites `bytes` of scratch device memory (one read-modify-write pass): with `bytes` above the
 // L2 size, the engine's next kernels start with a cold L2 (bench --l2-flush).

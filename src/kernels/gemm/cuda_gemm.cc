@@ -1,8 +1,9 @@
 // CUDA tactics of the gemm family: cuBLASLt. MatMul, Gemm and FusedMatMul become one (strided
 // batched) fp32 GEMM; each of the first kMaxAlgos algorithms cuBLASLt's heuristic proposes for
 // the problem is a tactic, "cublaslt_h0" (its first choice) .. "cublaslt_h7". Bias and ReLU are
-// fused into cuBLASLt's epilogue where it offers them; other activations and residuals run as
-// our epilogue kernel right after, inside the same tactic.
+// fused into cuBLASLt's epilogue where it offers them, a residual that is a whole matrix per
+// batch is its C (beta = the residual's scale); other activations and residuals run as our
+// epilogue kernel right after, inside the same tactic.
 //
 // Row-major C[M,N] = A[M,K] B[K,N] is computed as column-major C^T = B^T A^T, so cuBLASLt's
 // "A" is our B and its "B" is our A.
@@ -48,11 +49,13 @@ struct LtProblem {
   bool b_trans = false, a_trans = false;  // cuBLASLt's op on our B (its A) and our A (its B)
   int64_t ldb = 0, lda = 0;
   bool lt_bias = false, lt_relu = false, own_epilogue = false;
+  bool lt_res = false;  // the residual is cuBLASLt's C (beta = res_scale)
   std::string key() const {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld|%lld,%lld|%d%d|%lld,%lld|%d%d|%d%d", (long long)p.M, (long long)p.N,
-                  (long long)p.K, (long long)p.batches, (long long)a_stride, (long long)b_stride, a_trans, b_trans,
-                  (long long)lda, (long long)ldb, lt_bias, lt_relu, static_cast<int>(t), tf32 ? 1 : 0);
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld|%lld,%lld|%d%d|%lld,%lld|%d%d|%d%d|%d,%lld,%lld", (long long)p.M,
+                  (long long)p.N, (long long)p.K, (long long)p.batches, (long long)a_stride, (long long)b_stride, a_trans,
+                  b_trans, (long long)lda, (long long)ldb, lt_bias, lt_relu, static_cast<int>(t), tf32 ? 1 : 0, lt_res,
+                  (long long)p.res_rs, (long long)r_stride);
     return buf;
   }
 };
@@ -99,9 +102,14 @@ Result<LtProblem> lt_problem(const StepDesc& s) {
   else return not_applicable("A layout");
   using A = ir::Epilogue::Act;
   const bool simple_act = p.act.act == A::none || p.act.act == A::relu;
-  if (p.res_input < 0 && simple_act && (p.bias_input < 0 || q.bias_const || q.t == Elem::f32)) {
+  // A residual that is a whole matrix per batch (row stride >= N, unit column stride) is
+  // cuBLASLt's C: D = act(alpha A·B + res_scale C + bias), one pass over D.
+  const bool full_res = p.res_input >= 0 && p.res_rows == p.M && p.res_cols == p.N && p.res_cs == 1 &&
+                        p.res_rs >= p.N && (p.batches == 1 || q.r_stride >= p.M * p.res_rs);
+  if ((p.res_input < 0 || full_res) && simple_act && (p.bias_input < 0 || q.bias_const || q.t == Elem::f32)) {
     q.lt_bias = p.bias_input >= 0;
     q.lt_relu = p.act.act == A::relu;
+    q.lt_res = full_res;
   } else {
     q.own_epilogue = true;
   }
@@ -112,6 +120,7 @@ Result<LtProblem> lt_problem(const StepDesc& s) {
 struct LtDescs {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;  // cuBLASLt's A (our B), B (our A), D
+  cublasLtMatrixLayout_t c = nullptr;                              // C: the residual (lt_res), else D's
   LtDescs() = default;
   LtDescs(const LtDescs&) = delete;
   LtDescs& operator=(const LtDescs&) = delete;
@@ -120,7 +129,9 @@ struct LtDescs {
     if (x) cublasLtMatrixLayoutDestroy(x);
     if (y) cublasLtMatrixLayoutDestroy(y);
     if (d) cublasLtMatrixLayoutDestroy(d);
+    if (c) cublasLtMatrixLayoutDestroy(c);
   }
+  cublasLtMatrixLayout_t c_or_d() const { return c ? c : d; }
 };
 
 Status set_batch(cublasLtMatrixLayout_t l, int64_t batches, int64_t stride) {
@@ -149,6 +160,10 @@ Status make_descs(const LtProblem& q, LtDescs& ds) {
   TAC_RETURN_IF_ERROR(set_batch(ds.x, p.batches, q.b_stride));
   TAC_RETURN_IF_ERROR(set_batch(ds.y, p.batches, q.a_stride));
   TAC_RETURN_IF_ERROR(set_batch(ds.d, p.batches, p.M * p.N));
+  if (q.lt_res) {
+    TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.c, dt, p.N, p.M, p.res_rs));
+    TAC_RETURN_IF_ERROR(set_batch(ds.c, p.batches, q.r_stride));
+  }
   return Status::ok();
 }
 
@@ -163,7 +178,7 @@ Result<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cuda::Context& c,
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof reduction);
   std::vector<cublasLtMatmulHeuristicResult_t> r(kMaxAlgos);
   int n = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c.lt, ds.op, ds.x, ds.y, ds.d, ds.d, pref, kMaxAlgos, r.data(), &n);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c.lt, ds.op, ds.x, ds.y, ds.c_or_d(), ds.d, pref, kMaxAlgos, r.data(), &n);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) return cuda::cublas_status(st, "cublasLtMatmulAlgoGetHeuristic");
   r.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(n) : 0);
@@ -234,13 +249,14 @@ class LtKernel final : public Kernel {
   size_t workspace_bytes() const override { return algo_.workspaceSize; }
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
     const gemm::Problem& p = q_.p;
-    const float alpha = p.alpha, beta = 0.0f;
+    const float alpha = p.alpha, beta = q_.lt_res ? p.res_scale : 0.0f;
     const void* bias = bias_.get() ? bias_.get() : p.bias_input >= 0 ? in[static_cast<size_t>(p.bias_input)].data : nullptr;
     if (q_.lt_bias)
       TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds_.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     void* y = out[0].data;
-    TAC_CUBLAS_CALL(cublasLtMatmul(c_->lt, ds_.op, &alpha, in[1].data, ds_.x, in[0].data, ds_.y, &beta, y, ds_.d, y, ds_.d,
-                                   &algo_.algo, ws, algo_.workspaceSize, c_->stream));
+    const void* c = q_.lt_res ? in[static_cast<size_t>(p.res_input)].data : y;
+    TAC_CUBLAS_CALL(cublasLtMatmul(c_->lt, ds_.op, &alpha, in[1].data, ds_.x, in[0].data, ds_.y, &beta, c, ds_.c_or_d(), y,
+                                   ds_.d, &algo_.algo, ws, algo_.workspaceSize, c_->stream));
     if (!q_.own_epilogue) return Status::ok();
     cuda::kern::EpilogueDesc e;
     e.total = p.batches * p.M * p.N;
