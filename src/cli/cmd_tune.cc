@@ -41,7 +41,7 @@ int cmd_tune(int argc, char** argv) {
       "ranks one GPU each by local rank). A rank that dies or hangs is dropped after its job's deadline;\n"
       "launch with `mpirun --enable-recovery --bind-to none`: without recovery OpenMPI ends the whole job\n"
       "when a rank dies (the database keeps what was evaluated: rerun to resume).\n"
-      "  --mpi-test-lose RANK[:hang]  (tests) that worker rank dies (or hangs) on its first job\n";
+      "  --mpi-test-lose RANK[:hang]  (tests) that worker rank dies (or hangs) on its first candidate\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
                    "--tolerance-file", "--inputs", "--calibration", "--backend", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
@@ -189,6 +189,11 @@ int cmd_tune(int argc, char** argv) {
     std::printf("candidates per evaluator rank:");
     for (const auto& [rank, n] : s.candidates_by_rank) std::printf(" %d: %d", rank, n);
     std::printf("\n");
+    if (!s.rank_speed.empty()) {
+      std::printf("default route's time per rank / the reference rank's (candidate times scaled by it):");
+      for (const auto& [rank, f] : s.rank_speed) std::printf(" %d: %.3f", rank, f);
+      std::printf("\n");
+    }
   }
   if (!o.out_dir.empty())
     std::printf("wrote %s/best.plan, best.route, summary.json, report.html; database %s\n", o.out_dir.c_str(),

@@ -360,7 +360,7 @@ int run_mpi_worker(const WorkerOptions& o) {
       results.resize(1);
       results[0].reason = "rank " + std::to_string(rank) + " could not read the job: " + job.status().message();
     } else {
-      if (rank == o.lose_rank && jobs == 0) {  // tests of fault handling
+      if (rank == o.lose_rank && jobs == 1) {  // tests of fault handling (job 0: the speed calibration)
         if (!o.lose_by_hanging) _exit(3);
         const double until = now_s() + o.idle_limit_s;
         while (now_s() < until) std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -36,7 +36,7 @@ struct WorkerOptions {
   std::string backend = "cpu";  // cuda: node-local evaluator k uses GPU k (CUDA_VISIBLE_DEVICES of its children)
   double idle_limit_s = 3600;   // a worker with no word from rank 0 for this long gives up
   // Tests of fault handling (hidden flag --mpi-test-lose RANK[:hang]): that rank dies (_exit) or
-  // hangs on its first job.
+  // hangs on its first candidate (its second job: the first is the speed calibration).
   int lose_rank = -1;
   bool lose_by_hanging = false;
 };

@@ -205,9 +205,11 @@ IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& k
 }
 
 std::string TuneSummary::to_json() const {
-  std::string by_rank;
+  std::string by_rank, speed;
   for (const auto& [rank, n] : candidates_by_rank)
     by_rank += (by_rank.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + std::to_string(n);
+  for (const auto& [rank, f] : rank_speed)
+    speed += (speed.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + fmt(f, 4);
   return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " +
          fmt(speedup, 4) + ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
          ", \"candidates\": " + std::to_string(candidates) + ", \"failed\": " + std::to_string(failed) +
@@ -216,7 +218,7 @@ std::string TuneSummary::to_json() const {
          ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) + ", \"stop_reason\": " +
          json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
          std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) +
-         ", \"candidates_by_rank\": {" + by_rank + "}}";
+         ", \"candidates_by_rank\": {" + by_rank + "}, \"rank_speed\": {" + speed + "}}";
 }
 
 namespace {
@@ -514,6 +516,27 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     TAC_RETURN_IF_ERROR(record(def.id, "rung1", r));
     entries[incumbent].score.push_back(r.median_ms);
   }
+  // Several evaluators (MPI ranks, one GPU or core set each) need not run at one speed: each
+  // times the default once, all at the same time, and their cheap and rung times are scaled to
+  // the reference evaluator's before they are ranked.
+  std::map<int, double> speed;  // by rank; absent: 1
+  if (pool->live() > 1) {
+    for (uint64_t t = 1; pool->idle() > 0; ++t) TAC_RETURN_IF_ERROR(pool->submit(t, job_of({remeasure_request(def.route, opts.cheap_seconds)}), false));
+    std::map<int, double> ms;
+    double ref_ms = 0;
+    while (std::optional<JobDone> d = pool->next()) {
+      if (d->lost || d->results.empty() || d->results[0].status != "ok") continue;
+      ms[d->rank] = d->results[0].median_ms;
+      if (d->evaluator == reference_evaluator) ref_ms = d->results[0].median_ms;
+    }
+    if (ref_ms > 0)
+      for (const auto& [rank, m] : ms) speed[rank] = m / ref_ms;
+    sum.rank_speed = speed;
+  }
+  auto speed_of = [&](int rank) {
+    auto it = speed.find(rank);
+    return it == speed.end() ? 1.0 : it->second;
+  };
   // Latency of the incumbent in the units of the default's cheap measurement (for the progress
   // line and the strategies' scale).
   double incumbent_ms = def.median_ms;
@@ -698,6 +721,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
       --candidates_in_flight;
       ++sum.candidates_by_rank[d.rank];
       TAC_ASSIGN_OR_RETURN(CandidateRecord rec, record_candidate(f.route, f.who, d.results.at(0), d.evaluator));
+      rec.median_ms /= speed_of(d.rank);  // ranked in the reference evaluator's units (the database keeps the raw time)
+      by_route[f.route] = rec;
       for (const Waiter& w : waiting[f.route]) {
         if (!w.hist->contains(w.point)) w.hist->trials.push_back({w.point, objective(rec)});
         points_in_flight.erase({w.hist, w.point});
@@ -716,7 +741,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (f.kind == JobKind::rung) {
       const EvalResult& r = d.results.at(0);
       TAC_RETURN_IF_ERROR(record(e.rec.id, "rung" + std::to_string(f.rung), r));
-      e.score.push_back(r.status == "ok" ? r.median_ms : INFINITY);
+      e.score.push_back(r.status == "ok" ? r.median_ms / speed_of(d.rank) : INFINITY);
       return Status::ok();
     }
     Entry& inc = entries[f.incumbent_at];
@@ -733,7 +758,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     // against the new incumbent.
     if (f.incumbent_at != incumbent) return Status::ok();
     const double mi = r.median_ms, mc = r.compare_median_ms;
-    e.score.push_back(mc);
+    e.score.push_back(mc / speed_of(d.rank));
     // The challenger wins when it is faster in every round and by more than the noise floor
     // (1%, or the incumbent's own spread) in the median round: a sign test over the paired
     // rounds (all 4 by chance: 1 in 16), not a comparison of two separately noisy numbers.

@@ -75,6 +75,11 @@ struct TuneSummary {
   // Candidates of the search loop each evaluator evaluated, by MPI rank (0: this process); lost
   // ones included (recorded as crashed).
   std::map<int, int> candidates_by_rank;
+  // With several evaluators: each one's time for the default route (one cheap measurement at the
+  // start, all at once) over the reference evaluator's. Candidates' and rungs' times from rank r
+  // are divided by rank_speed[r] before they are ranked (the acceptance test and the final
+  // comparison are paired on one device and need no correction).
+  std::map<int, double> rank_speed;
   std::string to_json() const;
 };
 

@@ -54,10 +54,13 @@ s = json.loads(sys.argv[1])
 assert s["best_ms"] > 0 and s["default_ms"] > 0 and s["speedup"] > 0, s
 by = s["candidates_by_rank"]
 assert set(by) == {"1", "2"} and min(by.values()) >= 1, by
+# Each rank timed the default once; times are relative to the reference rank (1), which is 1.
+sp = s["rank_speed"]
+assert set(sp) == {"1", "2"} and sp["1"] == 1 and 0.2 < sp["2"] < 5, sp
 # The database records who evaluated each candidate ("rank N (host)").
 who = {r[0].split(" (")[0] for r in sqlite3.connect(sys.argv[2]).execute("select evaluator from candidates")}
 assert who == {"rank 1", "rank 2"}, who
-print(f"tpe: {s['candidates']} candidates, per rank {by}, best {s['best_ms']:.3f} ms ({s['speedup']:.3f}x)")
+print(f"tpe: {s['candidates']} candidates, per rank {by}, rank speed {sp}, best {s['best_ms']:.3f} ms ({s['speedup']:.3f}x)")
 PY
 for f in best.plan best.route summary.json report.html; do [ -s "$tmp/out/$f" ] || fail "missing $f"; done
 "$bin" run "$model" --plan "$tmp/out/best.plan" --random-inputs > /dev/null 2>&1 || fail "best.plan does not run"
