@@ -392,6 +392,20 @@ TEST(CudaTactics, DataMovement) {
   Tensor shape = Tensor::create(DType::int64, {2}).value();
   shape.set_i64(0, 5), shape.set_i64(1, -1);
   EXPECT_EQ(expect_cuda_tactics(rs, {random_tensor(DType::float32, {2, 3, 5}, 23), shape}, {false, true}, 0, 0), 1);
+  // Transposes that move the innermost dim, tiles of 32 with ragged edges (the shared-memory
+  // tiled path), batch dims before, between and after the tile's dims; fp16 and fp32.
+  struct TiledCase {
+    Shape in;
+    std::vector<int64_t> perm;
+  };
+  for (const TiledCase& c : {TiledCase{{2, 3, 40, 70}, {0, 1, 3, 2}}, TiledCase{{37, 3, 65}, {2, 1, 0}},
+                             TiledCase{{5, 33, 2, 50}, {3, 0, 2, 1}}, TiledCase{{64, 96}, {1, 0}}})
+    for (DType dt : {DType::float16, DType::float32}) {
+      ir::Node tp = make_node("Transpose", 1, 1);
+      set_attr(tp, "perm", c.perm);
+      EXPECT_EQ(expect_cuda_tactics(tp, {random_tensor(dt, c.in, 24)}, {false}, 0, 0), 1)
+          << shape_to_string(c.in) << " " << dtype_name(dt);
+    }
 }
 
 TEST(CudaTactics, CublasLtGemms) {

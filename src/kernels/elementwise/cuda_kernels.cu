@@ -431,10 +431,80 @@ int global_avg_pool_nhwc(Elem t, const void* x, void* y, int64_t N, int64_t hw, 
   });
 }
 
+// A gather whose innermost output dim moves (the K^T of attention, NCHW <-> NHWC): read along the
+// source's contiguous dim, write along the output's, through a 32x32 tile in shared memory, so
+// that both sides are coalesced. Output dims `p` (source stride 1) and `l` (the last) are the
+// tile's; the others are batch dims (blockIdx.z, grid-stride), their offsets computed per block.
+struct TiledDesc {
+  TransposeDesc d;
+  int p = 0;
+  int64_t out_strides[kMaxDims] = {};
+  int64_t batches = 1;
+};
+
+template <class T>
+__global__ void __launch_bounds__(256) tiled_transpose_kernel(const T* __restrict__ x, T* __restrict__ y, TiledDesc t) {
+  __shared__ T tile[32][33];
+  const TransposeDesc& d = t.d;
+  const int l = d.rank - 1, p = t.p;
+  const int64_t nl = d.out_dims[l], np = d.out_dims[p], sl = d.in_strides[l], op = t.out_strides[p];
+  const int64_t l0 = static_cast<int64_t>(blockIdx.x) * 32, p0 = static_cast<int64_t>(blockIdx.y) * 32;
+  for (int64_t b = blockIdx.z; b < t.batches; b += gridDim.z) {
+    int64_t in_off = d.base, out_off = 0, rest = b;
+    for (int k = d.rank - 2; k >= 0; --k) {
+      if (k == p) continue;
+      const int64_t i = rest % d.out_dims[k];
+      rest /= d.out_dims[k];
+      in_off += i * d.in_strides[k];
+      out_off += i * t.out_strides[k];
+    }
+    for (int r = threadIdx.y; r < 32; r += 8) {
+      const int64_t li = l0 + r, pi = p0 + threadIdx.x;
+      if (li < nl && pi < np) tile[r][threadIdx.x] = x[in_off + li * sl + pi];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += 8) {
+      const int64_t pi = p0 + r, li = l0 + threadIdx.x;
+      if (li < nl && pi < np) y[out_off + pi * op + li] = tile[threadIdx.x][r];
+    }
+    __syncthreads();
+  }
+}
+
+// The tiled path when the innermost output dim is not the source's contiguous one but another
+// output dim is, both at least a tile wide; false otherwise (the plain gather runs).
+template <class T>
+bool try_tiled(const void* x, void* y, const TransposeDesc& d, cudaStream_t s, int& err) {
+  const int l = d.rank - 1;
+  if (d.rank < 2 || d.in_strides[l] == 1 || d.out_dims[l] < 32 || d.base < 0) return false;
+  int p = -1;
+  for (int k = 0; k < l; ++k)
+    if (d.in_strides[k] == 1) p = k;
+  if (p < 0 || d.out_dims[p] < 32) return false;
+  TiledDesc t;
+  t.d = d;
+  t.p = p;
+  int64_t stride = 1;
+  for (int k = l; k >= 0; --k) {
+    t.out_strides[k] = stride;
+    stride *= d.out_dims[k];
+    if (k != l && k != p) t.batches *= d.out_dims[k];
+  }
+  const dim3 grid(static_cast<unsigned>((d.out_dims[l] + 31) / 32), static_cast<unsigned>((d.out_dims[p] + 31) / 32),
+                  static_cast<unsigned>(t.batches < 65535 ? t.batches : 65535));
+  if ((d.out_dims[p] + 31) / 32 > 65535) return false;
+  tiled_transpose_kernel<T><<<grid, dim3(32, 8), 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), t);
+  err = launched();
+  return true;
+}
+
 int transpose(const void* x, void* y, int elem_bytes, int64_t n, const TransposeDesc& d_in, void* stream) {
   if (n <= 0) return 0;
   cudaStream_t s = as_stream(stream);
   TransposeDesc d = simplify(d_in);
+  int err = 0;
+  if ((elem_bytes == 2 && try_tiled<uint16_t>(x, y, d, s, err)) || (elem_bytes == 4 && try_tiled<uint32_t>(x, y, d, s, err)))
+    return err;
   for (int w : {16, 8, 4})
     if (w > elem_bytes && widen(d, elem_bytes, w, x, y)) {
       n /= w / elem_bytes;
