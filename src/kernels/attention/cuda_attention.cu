@@ -7,6 +7,7 @@
 // (and the scores never leave the SM).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -156,6 +157,21 @@ __host__ __device__ MmaSmem mma_smem(const AttentionDesc& d, int nw) {
   return m;
 }
 
+// Like stage(), with asynchronous copies (cp.async): every thread issues all its 16-byte copies
+// before any completes (a few threads stage 32 KB without waiting on each load in turn); the
+// caller commits and waits. Falls back to plain copies when unaligned.
+template <class T>
+__device__ void stage_async(T* dst, const T* src, int64_t n) {
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
+  if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0 && bytes % 16 == 0) {
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* t = reinterpret_cast<uint4*>(dst);
+    for (int64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) __pipeline_memcpy_async(t + i, s + i, 16);
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
 template <class T, int NW>
 __global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                                 const T* __restrict__ v, const T* __restrict__ mask,
@@ -173,11 +189,13 @@ __global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restr
   T* P = reinterpret_cast<T*>(smem_raw + L.p) + warp * 16 * sk;
   const int64_t b = blockIdx.x;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * NW;
-  stage(ks, k + b * d.d * d.sk, d.d * d.sk);
-  stage(vs, v + b * d.sk * d.dv, d.sk * d.dv);
+  stage_async(ks, k + b * d.d * d.sk, d.d * d.sk);
+  stage_async(vs, v + b * d.sk * d.dv, d.sk * d.dv);
   const int64_t rows = d.sq - row0 < 16 * NW ? d.sq - row0 : 16 * NW;
-  stage(qs, q + (b * d.sq + row0) * d.d, rows * d.d);
+  stage_async(qs, q + (b * d.sq + row0) * d.d, rows * d.d);
+  __pipeline_commit();
   for (int64_t i = rows * d.d + threadIdx.x; i < 16 * NW * d.d; i += blockDim.x) qs[i] = T(0.f);
+  __pipeline_wait_prior(0);
   __syncthreads();
   const int64_t wrow = row0 + warp * 16;
   if (wrow >= d.sq) return;  // no block-wide synchronization below
