@@ -157,6 +157,16 @@ bool data_dependent(ir::OpKind op) {
 Status probe_shapes(ir::Graph& g, const ir::Node& n) {
   if (data_dependent(n.op) || !ref::reference_supports(n))
     return Status(ErrorKind::not_applicable, n.label() + ": output shape depends on data or cannot be inferred");
+  // Every input known first (cheap): a node that cannot be probed generates no data. Early in a
+  // build, before the shape chains fold, thousands of such nodes are asked each round.
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const int v = n.inputs[i];
+    if (v == ir::kNoValue) continue;
+    const ir::Value& val = g.values[static_cast<size_t>(v)];
+    if (!val.initializer && (!fully_known(val.type) || shape_needs_constant(n, i)))
+      return Status(ErrorKind::not_applicable, n.label() + ": the shape of its output depends on input '" + val.name +
+                                                   "', which is computed at run time");
+  }
   std::vector<Datum> data(n.inputs.size());
   std::vector<const Datum*> ptrs;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -169,9 +179,6 @@ Status probe_shapes(ir::Graph& g, const ir::Node& n) {
     if (val.initializer) {
       data[i] = Datum(*val.initializer);
     } else {
-      if (!fully_known(val.type) || shape_needs_constant(n, i))
-        return Status(ErrorKind::not_applicable, n.label() + ": the shape of its output depends on input '" + val.name +
-                                                     "', which is computed at run time");
       // Only shapes matter here. Integer inputs are zeros: a valid index for every Gather-like op
       // (random integers would be out of range and make the probe fail for no reason).
       auto zeros = Tensor::create(val.type.dtype, shape_of(val.type));
@@ -214,7 +221,6 @@ Status probe_shapes(ir::Graph& g, const ir::Node& n) {
 Status complete_shapes(ir::Model& m) {
   ir::Graph& g = m.graph;
   TAC_RETURN_IF_ERROR(ir::infer_shapes(m));
-  bool probed = false;
   for (const ir::Node& n : g.nodes) {
     bool missing = false;
     for (int v : n.outputs) missing |= v != ir::kNoValue && !fully_known(g.values[static_cast<size_t>(v)].type);
@@ -222,11 +228,11 @@ Status complete_shapes(ir::Model& m) {
     Status st = probe_shapes(g, n);
     if (st.kind() == ErrorKind::not_applicable) continue;
     TAC_RETURN_IF_ERROR(st);
-    probed = true;
+    // Shape inference again at once: the rules downstream of the probed value now apply, so the
+    // nodes after it are not probed too (each probe runs the reference kernel on random data of
+    // the full shapes). Rules never contradict a probe (both are exact): a sweep only fills gaps.
+    TAC_RETURN_IF_ERROR(ir::infer_shapes(m));
   }
-  // Shape inference again: rules downstream of probed values may now apply. Rules never
-  // contradict a probe (both are exact), so a second sweep only fills gaps.
-  if (probed) TAC_RETURN_IF_ERROR(ir::infer_shapes(m));
   return Status::ok();
 }
 

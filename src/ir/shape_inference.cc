@@ -480,6 +480,53 @@ void infer_node(Graph& g, const Node& n) {
       r.set(0, t);
       return;
     }
+    case OpKind::Slice: {
+      // ONNX's clamping: negative starts/ends count from the end, then starts clamp to [0, dim]
+      // ([0, dim-1] for negative steps) and ends to [0, dim] ([-1, dim-1]).
+      if (!x || !x->has_shape) return;
+      std::vector<int64_t> starts, ends, axes, steps;
+      if (n.opset < 10) {
+        starts = r.attr_ints("starts"), ends = r.attr_ints("ends"), axes = r.attr_ints("axes");
+      } else {
+        auto ints = [&](size_t i, std::vector<int64_t>& v) {
+          if (!r.in(i)) return true;
+          const Tensor* c = r.constant(i);
+          if (!c || (c->dtype() != DType::int64 && c->dtype() != DType::int32)) return false;
+          for (int64_t k = 0; k < c->numel(); ++k) v.push_back(c->get_i64(k));
+          return true;
+        };
+        if (!ints(1, starts) || !ints(2, ends) || !ints(3, axes) || !ints(4, steps)) return;  // computed at run time
+      }
+      if (starts.size() != ends.size()) r.fail("starts and ends differ in length");
+      if (axes.empty())
+        for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+      if (steps.empty()) steps.assign(starts.size(), 1);
+      if (axes.size() != starts.size() || steps.size() != starts.size()) r.fail("starts, ends, axes and steps differ in length");
+      ValueType t;
+      t.dtype = x->dtype;
+      t.has_shape = true;
+      t.dims = x->dims;
+      for (size_t i = 0; i < starts.size(); ++i) {
+        Dim& d = t.dims[static_cast<size_t>(r.axis(axes[i], x->dims.size()))];
+        if (steps[i] == 0) r.fail("a step is 0");
+        if (!d.known()) continue;
+        const int64_t dim = d.value, step = steps[i];
+        int64_t b = starts[i], e = ends[i];
+        if (b < 0) b += dim;
+        if (e < 0) e += dim;
+        int64_t len = 0;
+        if (step > 0) {
+          b = std::clamp<int64_t>(b, 0, dim), e = std::clamp<int64_t>(e, 0, dim);
+          len = e > b ? (e - b + step - 1) / step : 0;
+        } else {
+          b = std::clamp<int64_t>(b, 0, dim - 1), e = std::clamp<int64_t>(e, -1, dim - 1);
+          len = b > e ? (b - e - step - 1) / -step : 0;
+        }
+        d = known(len);
+      }
+      r.set(0, t);
+      return;
+    }
     case OpKind::Gather: {
       const ValueType* idx = r.in(1);
       if (!x || !idx || !x->has_shape || !idx->has_shape) return;
