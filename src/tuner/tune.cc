@@ -18,6 +18,7 @@
 #include "io/test_case.h"
 #include "kernels/tactic_check.h"
 #include "reference/interpreter.h"
+#include "runtime/measure.h"
 #include "tuner/database.h"
 #include "tuner/dispatch.h"
 #include "tuner/halving.h"
@@ -860,10 +861,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
       ratios.push_back(same ? 1.0 : r.paired_ratio);
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
+  using runtime::median;
   sum.default_ms = da.empty() ? def.median_ms : median(da);
   sum.best_ms = db_.empty() ? incumbent_ms : median(db_);
   sum.speedup = sum.best_ms > 0 ? sum.default_ms / sum.best_ms : 1;
@@ -942,10 +940,7 @@ Result<Explanation> explain(const TuneOptions& opts) {
   std::vector<std::vector<double>> t(variants.size());
   for (int round = 0; round < std::max(1, opts.final_rounds); ++round)  // interleaved rounds
     for (size_t i = 0; i < variants.size(); ++i) t[i].push_back(time_route(variants[i]));
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  using runtime::median;
   ex.default_ms = median(t[0]);
   ex.best_ms = median(t[1]);
   const double gain = ex.default_ms - ex.best_ms;
