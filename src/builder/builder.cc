@@ -404,7 +404,13 @@ double time_isolated_device(const kernels::Tactic& t, const kernels::StepDesc& s
       iv.push_back({});
       continue;
     }
-    const Tensor host = s.constants[i] ? *s.constants[i] : kernels::random_tensor(s.in_dtypes[i], s.in_shapes[i], 7 + i);
+    // Integer inputs (indices) are zeros, valid for every Gather-like op: device kernels do not
+    // all check their indices, and an out-of-range read would fault the build's CUDA context.
+    Tensor host;
+    if (s.constants[i]) host = *s.constants[i];
+    else if (dtype_is_float(s.in_dtypes[i])) host = kernels::random_tensor(s.in_dtypes[i], s.in_shapes[i], 7 + i);
+    else if (auto z = Tensor::create(s.in_dtypes[i], s.in_shapes[i])) host = std::move(z).value();
+    else return INFINITY;
     void* d = device_copy(host);
     if (!d && host.bytes()) return INFINITY;
     iv.push_back({d, s.in_dtypes[i], s.in_shapes[i]});
