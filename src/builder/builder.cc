@@ -386,55 +386,32 @@ Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults, kernels::Ba
   return r;
 }
 
-// A CUDA tactic alone on the layer: inputs (random, or the real constants) uploaded to device
-// buffers of their own, CUDA events around blocks of back-to-back runs; median per run, in ns.
+// A CUDA tactic alone on the layer: inputs (random floats, zero integers, or the real constants)
+// in device buffers of their own (kernels::device_run), CUDA events around blocks of back-to-back
+// runs; median per run, in ns.
 double time_isolated_device(const kernels::Tactic& t, const kernels::StepDesc& s) {
   auto k = t.prepare(s);
   if (!k) return INFINITY;
-  std::vector<cuda::DeviceBuffer> bufs;
-  std::vector<kernels::TensorView> iv, ov;
-  auto device_copy = [&](const Tensor& host) -> void* {
-    auto b = cuda::DeviceBuffer::allocate(host.bytes());
-    if (!b || (host.bytes() && !cuda::copy_to_device(b->get(), host.raw(), host.bytes()).is_ok())) return nullptr;
-    bufs.push_back(std::move(b).value());
-    return bufs.back().get();
-  };
+  // Integer inputs (indices) are zeros, valid for every Gather-like op: device kernels do not
+  // all check their indices, and an out-of-range read would fault the build's CUDA context.
+  std::vector<Tensor> inputs;
   for (size_t i = 0; i < s.in_dtypes.size(); ++i) {
-    if (s.in_dtypes[i] == DType::undefined) {
-      iv.push_back({});
-      continue;
-    }
-    // Integer inputs (indices) are zeros, valid for every Gather-like op: device kernels do not
-    // all check their indices, and an out-of-range read would fault the build's CUDA context.
-    Tensor host;
-    if (s.constants[i]) host = *s.constants[i];
-    else if (dtype_is_float(s.in_dtypes[i])) host = kernels::random_tensor(s.in_dtypes[i], s.in_shapes[i], 7 + i);
-    else if (auto z = Tensor::create(s.in_dtypes[i], s.in_shapes[i])) host = std::move(z).value();
+    if (s.in_dtypes[i] == DType::undefined) inputs.emplace_back();
+    else if (s.constants[i]) inputs.push_back(*s.constants[i]);
+    else if (dtype_is_float(s.in_dtypes[i])) inputs.push_back(kernels::random_tensor(s.in_dtypes[i], s.in_shapes[i], 7 + i));
+    else if (auto z = Tensor::create(s.in_dtypes[i], s.in_shapes[i])) inputs.push_back(std::move(z).value());
     else return INFINITY;
-    void* d = device_copy(host);
-    if (!d && host.bytes()) return INFINITY;
-    iv.push_back({d, s.in_dtypes[i], s.in_shapes[i]});
   }
-  for (size_t i = 0; i < s.out_dtypes.size(); ++i) {
-    if (s.out_dtypes[i] == DType::undefined) {
-      ov.push_back({});
-      continue;
-    }
-    auto b = cuda::DeviceBuffer::allocate(static_cast<size_t>(ir::physical_numel(s.out_shapes[i], s.out_layout(i))) *
-                                          dtype_size(s.out_dtypes[i]));
-    if (!b) return INFINITY;
-    bufs.push_back(std::move(b).value());
-    ov.push_back({bufs.back().get(), s.out_dtypes[i], s.out_shapes[i]});
-  }
-  auto ws = cuda::DeviceBuffer::allocate((*k)->workspace_bytes());
+  auto d = kernels::device_run(**k, s, inputs, 0);
   auto timer = cuda::EventTimer::create();
-  if (!ws || !timer || !(*k)->run(iv, ov, ws->get()).is_ok() || !cuda::synchronize().is_ok()) return INFINITY;  // warm-up
+  if (!d || !timer || !(*k)->run(d->in, d->out, d->workspace.get()).is_ok() || !cuda::synchronize().is_ok())
+    return INFINITY;  // warm-up
   constexpr int kRunsPerBlock = 10;
   std::vector<double> ns;
   for (int r = 0; r < 5; ++r) {
     if (!timer->start().is_ok()) return INFINITY;
     for (int i = 0; i < kRunsPerBlock; ++i)
-      if (!(*k)->run(iv, ov, ws->get()).is_ok()) return INFINITY;
+      if (!(*k)->run(d->in, d->out, d->workspace.get()).is_ok()) return INFINITY;
     auto ms = timer->stop_ms();
     if (!ms) return INFINITY;
     ns.push_back(*ms * 1e6 / kRunsPerBlock);

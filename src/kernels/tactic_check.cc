@@ -61,31 +61,15 @@ Tensor random_tensor(DType dtype, Shape shape, uint64_t seed) {
 }
 
 namespace {
-// A CUDA tactic's run: inputs copied to device memory (in the step's layouts), outputs poisoned
-// there, the kernel run on the stream, the outputs copied back into r.outputs (as plain nchw).
+// A CUDA tactic's run: the kernel run on device_run's buffers (outputs poisoned), the outputs
+// copied back into r.outputs (as plain nchw).
 Status run_on_device(Kernel& kernel, const StepDesc& step, const std::vector<Tensor>& inputs, TacticCheck& r) {
-  std::vector<cuda::DeviceBuffer> bufs;
-  std::vector<TensorView> in_views, out_views;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    const Tensor physical = t.empty() ? t : ir::to_layout(t, step.in_layout(i));
-    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(t.empty() ? 0 : physical.bytes()));
-    if (!t.empty()) TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), physical.raw(), physical.bytes()));
-    in_views.push_back(TensorView{t.empty() ? nullptr : b.get(), t.dtype(), t.shape()});
-    bufs.push_back(std::move(b));
-  }
-  for (const Tensor& e : r.expected) {
-    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(e.bytes()));
-    TAC_RETURN_IF_ERROR(cuda::fill_bytes(b.get(), 0x7f, e.bytes()));
-    out_views.push_back(TensorView{b.get(), e.dtype(), e.shape()});
-    bufs.push_back(std::move(b));
-  }
-  TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer ws, cuda::DeviceBuffer::allocate(kernel.workspace_bytes()));
-  TAC_RETURN_IF_ERROR(kernel.run(in_views, out_views, ws.get()));
+  TAC_ASSIGN_OR_RETURN(DeviceRun d, device_run(kernel, step, inputs, 0x7f));
+  TAC_RETURN_IF_ERROR(kernel.run(d.in, d.out, d.workspace.get()));
   std::vector<Tensor> physical;
   for (size_t k = 0; k < r.expected.size(); ++k) {
     Tensor o = Tensor::create(r.expected[k].dtype(), {ir::physical_numel(r.expected[k].shape(), step.out_layout(k))}).value();
-    TAC_RETURN_IF_ERROR(cuda::copy_to_host(o.raw(), out_views[k].data, o.bytes()));
+    TAC_RETURN_IF_ERROR(cuda::copy_to_host(o.raw(), d.out[k].data, o.bytes()));
     physical.push_back(o);
   }
   TAC_RETURN_IF_ERROR(cuda::synchronize());
@@ -93,6 +77,31 @@ Status run_on_device(Kernel& kernel, const StepDesc& step, const std::vector<Ten
   return Status::ok();
 }
 }  // namespace
+
+Result<DeviceRun> device_run(const Kernel& kernel, const StepDesc& step, const std::vector<Tensor>& inputs, int fill) {
+  DeviceRun d;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const Tensor physical = t.empty() ? t : ir::to_layout(t, step.in_layout(i));
+    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(t.empty() ? 0 : physical.bytes()));
+    if (!t.empty()) TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), physical.raw(), physical.bytes()));
+    d.in.push_back(TensorView{t.empty() ? nullptr : b.get(), t.dtype(), t.shape()});
+    d.bufs.push_back(std::move(b));
+  }
+  for (size_t k = 0; k < step.out_dtypes.size(); ++k) {
+    if (step.out_dtypes[k] == DType::undefined) {
+      d.out.push_back({});
+      continue;
+    }
+    const size_t bytes = static_cast<size_t>(ir::physical_numel(step.out_shapes[k], step.out_layout(k))) * dtype_size(step.out_dtypes[k]);
+    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(bytes));
+    TAC_RETURN_IF_ERROR(cuda::fill_bytes(b.get(), fill, bytes));
+    d.out.push_back(TensorView{b.get(), step.out_dtypes[k], step.out_shapes[k]});
+    d.bufs.push_back(std::move(b));
+  }
+  TAC_ASSIGN_OR_RETURN(d.workspace, cuda::DeviceBuffer::allocate(kernel.workspace_bytes()));
+  return d;
+}
 
 TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::vector<Tensor>& inputs,
                          const std::vector<bool>& const_mask, int threads, const std::vector<ir::Layout>& in_layouts,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/device.h"
 #include "kernels/tactic.h"
 
 namespace tac::kernels {
@@ -26,6 +27,17 @@ struct TacticCheck {
 TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::vector<Tensor>& inputs,
                          const std::vector<bool>& const_mask, int threads = 1,
                          const std::vector<ir::Layout>& in_layouts = {}, ir::Layout out_layout = ir::Layout::nchw);
+
+// A CUDA tactic's memory for a run outside an engine (check_tactic, isolated timing): each input
+// copied to device memory in the step's layout (an empty tensor: no buffer, a null view), each
+// output allocated at its physical size and every byte set to `fill` (poison), and `kernel`'s
+// workspace. Owns the buffers.
+struct DeviceRun {
+  std::vector<cuda::DeviceBuffer> bufs;
+  std::vector<TensorView> in, out;
+  cuda::DeviceBuffer workspace;
+};
+Result<DeviceRun> device_run(const Kernel& kernel, const StepDesc& step, const std::vector<Tensor>& inputs, int fill);
 
 // A node for tests: op type, inputs named in0.., outputs out0.., opset 17 unless given.
 ir::Node make_node(const std::string& op_type, size_t n_inputs, size_t n_outputs, int opset = 17);
