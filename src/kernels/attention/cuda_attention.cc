@@ -54,15 +54,20 @@ Result<Fused> fused_desc(const StepDesc& s) {
 
 Status fused_applies(const StepDesc& s) { return fused_desc(s).status(); }
 
+// The cost model of both kernels (ns): K and V read once per block of `rows` query rows, and the
+// two products at `flops_per_ns`.
+double attention_cost(const Fused& f, int64_t rows, double flops_per_ns) {
+  const AttentionDesc& d = f.d;
+  const double flops = 2.0 * static_cast<double>(d.batches * d.sq * d.sk) * static_cast<double>(d.d + d.dv);
+  const double e = f.t == Elem::f32 ? 4 : 2;
+  const double blocks = static_cast<double>(d.batches) * static_cast<double>((d.sq + rows - 1) / rows);
+  return cuda::memory_bound_ns(e * blocks * static_cast<double>(d.d * d.sk + d.sk * d.dv)) + flops / flops_per_ns;
+}
+
 double fused_cost(const StepDesc& s) {
   auto f = fused_desc(s);
-  if (!f) return 1e30;
-  const AttentionDesc& d = f->d;
-  // CUDA cores (~30 TFLOP/s reached by a shared-memory-bound loop), K and V read once per block.
-  const double flops = 2.0 * static_cast<double>(d.batches * d.sq * d.sk) * static_cast<double>(d.d + d.dv);
-  const double e = f->t == Elem::f32 ? 4 : 2;
-  const double blocks = static_cast<double>(d.batches) * static_cast<double>((d.sq + 15) / 16);
-  return cuda::memory_bound_ns(e * blocks * static_cast<double>(d.d * d.sk + d.sk * d.dv)) + flops / 3e4;
+  // CUDA cores: ~30 TFLOP/s reached by a shared-memory-bound loop.
+  return f ? attention_cost(*f, 16, 3e4) : 1e30;
 }
 
 Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
@@ -103,13 +108,8 @@ Status mma_applies(const StepDesc& s) { return mma_desc(s).status(); }
 
 double mma_cost(const StepDesc& s) {
   auto f = mma_desc(s);
-  if (!f) return 1e30;
-  const AttentionDesc& d = f->d;
-  // Tensor cores (~200 TFLOP/s at these sizes), K and V read once per block.
-  const double flops = 2.0 * static_cast<double>(d.batches * d.sq * d.sk) * static_cast<double>(d.d + d.dv);
-  const int nw = mma_warps(d);
-  const double blocks = static_cast<double>(d.batches) * static_cast<double>((d.sq + 16 * nw - 1) / (16 * nw));
-  return cuda::memory_bound_ns(2 * blocks * static_cast<double>(d.d * d.sk + d.sk * d.dv)) + flops / 2e5;
+  // Tensor cores: ~200 TFLOP/s at these sizes.
+  return f ? attention_cost(*f, 16 * mma_warps(f->d), 2e5) : 1e30;
 }
 
 Result<std::unique_ptr<Kernel>> mma_prepare(const StepDesc& s) {

@@ -33,17 +33,33 @@ int64_t smem_bytes(const AttentionDesc& d) {
   return rows + static_cast<int64_t>(sizeof(T)) * (d.d * d.sk + d.sk * d.dv);
 }
 
-// n elements of T from global to shared memory, 16 bytes at a time where both are aligned.
-template <class T>
+// n elements of T from global to shared memory, 16 bytes at a time where both are aligned. With
+// kAsync the 16-byte copies are cp.async: every thread issues all its copies before any completes
+// (a block of a few threads stages 32 KB without waiting on each load in turn); the caller
+// commits and waits. Unaligned: plain copies either way.
+template <bool kAsync = false, class T>
 __device__ void stage(T* dst, const T* src, int64_t n) {
   const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
   if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0 && bytes % 16 == 0) {
     const uint4* s = reinterpret_cast<const uint4*>(src);
     uint4* t = reinterpret_cast<uint4*>(dst);
-    for (int64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) t[i] = s[i];
+    for (int64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) {
+      if constexpr (kAsync) __pipeline_memcpy_async(t + i, s + i, 16);
+      else t[i] = s[i];
+    }
   } else {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
   }
+}
+
+// The mask's offset for batch index b (batch dims row-major; 0 without a mask).
+__device__ int64_t mask_offset(const AttentionDesc& d, int64_t b) {
+  int64_t off = 0;
+  for (int i = d.nb - 1; i >= 0; --i) {
+    off += (b % d.batch_dims[i]) * d.mask_bs[i];
+    b /= d.batch_dims[i];
+  }
+  return off;
 }
 
 template <class T>
@@ -60,14 +76,7 @@ __global__ void __launch_bounds__(kBlockThreads) attention_kernel(const T* __res
   const int64_t b = blockIdx.x;
   stage(ks, k + b * d.d * d.sk, d.d * d.sk);
   stage(vs, v + b * d.sk * d.dv, d.sk * d.dv);
-  int64_t moff = 0;
-  if (mask) {
-    int64_t rest = b;
-    for (int i = d.nb - 1; i >= 0; --i) {
-      moff += (rest % d.batch_dims[i]) * d.mask_bs[i];
-      rest /= d.batch_dims[i];
-    }
-  }
+  const int64_t moff = mask ? mask_offset(d, b) : 0;
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kRows + warp;
   if (row < d.sq) {
     const T* qr = q + (b * d.sq + row) * d.d;
@@ -157,18 +166,21 @@ __host__ __device__ MmaSmem mma_smem(const AttentionDesc& d, int nw) {
   return m;
 }
 
-// Like stage(), with asynchronous copies (cp.async): every thread issues all its 16-byte copies
-// before any completes (a few threads stage 32 KB without waiting on each load in turn); the
-// caller commits and waits. Falls back to plain copies when unaligned.
+// One warp's O[16][16 n] = A[16][16 kt] · B[16 kt][16 n] (both row-major T, in shared memory) as
+// WMMA tiles with fp32 accumulators, stored row-major to `o` (leading dim ldo).
 template <class T>
-__device__ void stage_async(T* dst, const T* src, int64_t n) {
-  const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
-  if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0 && bytes % 16 == 0) {
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    uint4* t = reinterpret_cast<uint4*>(dst);
-    for (int64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) __pipeline_memcpy_async(t + i, s + i, 16);
-  } else {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+__device__ void warp_product(const T* a, int lda, const T* b, int ldb, int n, int kt, float* o, int ldo) {
+  for (int j = 0; j < n; ++j) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int kk = 0; kk < kt; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+      wmma::load_matrix_sync(fa, a + kk * 16, lda);
+      wmma::load_matrix_sync(fb, b + kk * 16 * ldb + j * 16, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(o + j * 16, acc, ldo, wmma::mem_row_major);
   }
 }
 
@@ -189,38 +201,19 @@ __global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restr
   T* P = reinterpret_cast<T*>(smem_raw + L.p) + warp * 16 * sk;
   const int64_t b = blockIdx.x;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * NW;
-  stage_async(ks, k + b * d.d * d.sk, d.d * d.sk);
-  stage_async(vs, v + b * d.sk * d.dv, d.sk * d.dv);
+  stage<true>(ks, k + b * d.d * d.sk, d.d * d.sk);
+  stage<true>(vs, v + b * d.sk * d.dv, d.sk * d.dv);
   const int64_t rows = d.sq - row0 < 16 * NW ? d.sq - row0 : 16 * NW;
-  stage_async(qs, q + (b * d.sq + row0) * d.d, rows * d.d);
+  stage<true>(qs, q + (b * d.sq + row0) * d.d, rows * d.d);
   __pipeline_commit();
   for (int64_t i = rows * d.d + threadIdx.x; i < 16 * NW * d.d; i += blockDim.x) qs[i] = T(0.f);
   __pipeline_wait_prior(0);
   __syncthreads();
   const int64_t wrow = row0 + warp * 16;
   if (wrow >= d.sq) return;  // no block-wide synchronization below
-  const T* qw = qs + warp * 16 * dd;
-  for (int j = 0; j < sk / 16; ++j) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.f);
-    for (int kk = 0; kk < dd / 16; ++kk) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-      wmma::load_matrix_sync(fa, qw + kk * 16, dd);
-      wmma::load_matrix_sync(fb, ks + kk * 16 * sk + j * 16, sk);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(S + j * 16, acc, sw, wmma::mem_row_major);
-  }
+  warp_product(qs + warp * 16 * dd, dd, ks, sk, sk / 16, dd / 16, S, sw);  // S = Q·K
   __syncwarp();
-  int64_t moff = 0;
-  if (mask) {
-    int64_t rest = b;
-    for (int i = d.nb - 1; i >= 0; --i) {
-      moff += (rest % d.batch_dims[i]) * d.mask_bs[i];
-      rest /= d.batch_dims[i];
-    }
-  }
+  const int64_t moff = mask ? mask_offset(d, b) : 0;
   for (int r = 0; r < 16; ++r) {
     const int64_t row = wrow + r;
     float* sr = S + r * sw;
@@ -242,18 +235,7 @@ __global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restr
     if (lane == 0) inv[r] = 1.f / sum;
   }
   __syncwarp();
-  for (int j = 0; j < dv / 16; ++j) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.f);
-    for (int kk = 0; kk < sk / 16; ++kk) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-      wmma::load_matrix_sync(fa, P + kk * 16, sk);
-      wmma::load_matrix_sync(fb, vs + kk * 16 * dv + j * 16, dv);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(S + j * 16, acc, sw, wmma::mem_row_major);
-  }
+  warp_product(P, sk, vs, dv, dv / 16, sk / 16, S, sw);  // O = P·V, over S (read above)
   __syncwarp();
   for (int r = 0; r < 16 && wrow + r < d.sq; ++r) {
     T* yr = y + (b * d.sq + wrow + r) * d.dv;
