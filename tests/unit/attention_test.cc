@@ -2,6 +2,7 @@
 // 4-D, broadcast masks, threads), and the fuse_attention pass on and off against the reference
 // interpreter on the original graph.
 #include <cmath>
+#include <span>
 
 #include "backends/cuda/device.h"
 #include "builder_test_util.h"
@@ -19,6 +20,33 @@ struct Case {
   Shape mask;  // empty: no mask
   float scale;
 };
+
+// The FusedAttention node of a case.
+ir::Node attention_node(bool mask, float scale) {
+  ir::Node n = kernels::make_node("FusedAttention", mask ? 4 : 3, 1);
+  n.domain = ir::kInternalDomain;
+  kernels::set_attr(n, "scale", scale);
+  return n;
+}
+
+// A CUDA tactic on `cases` in each of `types`, against the reference on the same inputs: within
+// 1e-5 in fp32 (as on the CPU), about an ulp of the output type in fp16 / bf16.
+void expect_cases_match(const kernels::Tactic& t, std::span<const Case> cases, std::initializer_list<DType> types,
+                        uint64_t seed) {
+  for (DType dt : types)
+    for (const Case& c : cases) {
+      const bool mask = !c.mask.empty();
+      ir::Node n = attention_node(mask, c.scale);
+      std::vector<Tensor> ins = {random_tensor(dt, c.q, seed), random_tensor(dt, c.k, seed + 1), random_tensor(dt, c.v, seed + 2)};
+      if (mask) ins.push_back(random_tensor(dt, c.mask, seed + 3));
+      seed += 4;
+      auto r = check_tactic(t, n, ins, std::vector<bool>(ins.size(), false));
+      ASSERT_TRUE(r.status.is_ok()) << t.name << " " << dtype_name(dt) << ": " << r.status.to_string();
+      const double tol = dt == DType::float32 ? 1e-5 : dt == DType::float16 ? 4e-3 : 3e-2;
+      EXPECT_LE(r.max_abs_diff, tol) << t.name << " " << dtype_name(dt) << " q=" << shape_to_string(c.q)
+                                     << " mask=" << shape_to_string(c.mask);
+    }
+}
 
 TEST(AttentionTactics, FusedMatchesReference) {
   const Case cases[] = {
@@ -38,9 +66,7 @@ TEST(AttentionTactics, FusedMatchesReference) {
     for (const Case& c : cases)
       for (int threads : {1, 2}) {
         const bool mask = !c.mask.empty();
-        ir::Node n = kernels::make_node("FusedAttention", mask ? 4 : 3, 1);
-        n.domain = ir::kInternalDomain;
-        kernels::set_attr(n, "scale", c.scale);
+        ir::Node n = attention_node(mask, c.scale);
         std::vector<Tensor> ins = {random_tensor(DType::float32, c.q, seed), random_tensor(DType::float32, c.k, seed + 1),
                                    random_tensor(DType::float32, c.v, seed + 2)};
         if (mask) ins.push_back(random_tensor(DType::float32, c.mask, seed + 3));
@@ -73,21 +99,7 @@ TEST(AttentionTactics, CudaFusedMatchesReference) {
       {{2, 2, 37, 64}, {2, 2, 64, 45}, {2, 2, 45, 33}, {2, 1, 1, 45}, 0.125f},
       {{3, 1, 1}, {3, 1, 1}, {3, 1, 1}, {}, 2.0f},
   };
-  uint64_t seed = 300;
-  for (DType dt : {DType::float32, DType::float16, DType::bfloat16})
-    for (const Case& c : cases) {
-      const bool mask = !c.mask.empty();
-      ir::Node n = kernels::make_node("FusedAttention", mask ? 4 : 3, 1);
-      n.domain = ir::kInternalDomain;
-      kernels::set_attr(n, "scale", c.scale);
-      std::vector<Tensor> ins = {random_tensor(dt, c.q, seed), random_tensor(dt, c.k, seed + 1), random_tensor(dt, c.v, seed + 2)};
-      if (mask) ins.push_back(random_tensor(dt, c.mask, seed + 3));
-      seed += 4;
-      auto r = check_tactic(*t, n, ins, std::vector<bool>(ins.size(), false));
-      ASSERT_TRUE(r.status.is_ok()) << dtype_name(dt) << ": " << r.status.to_string();
-      const double tol = dt == DType::float32 ? 1e-5 : dt == DType::float16 ? 4e-3 : 3e-2;
-      EXPECT_LE(r.max_abs_diff, tol) << dtype_name(dt) << " q=" << shape_to_string(c.q) << " mask=" << shape_to_string(c.mask);
-    }
+  expect_cases_match(*t, cases, {DType::float32, DType::float16, DType::bfloat16}, 300);
 }
 
 // The tensor-core kernel (cuda_mma): fp16 / bf16 on shapes whose head sizes and key count are
@@ -106,25 +118,9 @@ TEST(AttentionTactics, CudaMmaMatchesReference) {
       {{2, 2, 37, 64}, {2, 2, 64, 48}, {2, 2, 48, 32}, {2, 1, 37, 48}, 0.125f},           // sq = 37
       {{3, 70, 16}, {3, 16, 256}, {3, 256, 80}, {70, 1}, 0.3f},                           // dv > d, sk = 256
   };
-  uint64_t seed = 500;
-  for (DType dt : {DType::float16, DType::bfloat16})
-    for (const Case& c : cases) {
-      const bool mask = !c.mask.empty();
-      ir::Node n = kernels::make_node("FusedAttention", mask ? 4 : 3, 1);
-      n.domain = ir::kInternalDomain;
-      kernels::set_attr(n, "scale", c.scale);
-      std::vector<Tensor> ins = {random_tensor(dt, c.q, seed), random_tensor(dt, c.k, seed + 1), random_tensor(dt, c.v, seed + 2)};
-      if (mask) ins.push_back(random_tensor(dt, c.mask, seed + 3));
-      seed += 4;
-      auto r = check_tactic(*t, n, ins, std::vector<bool>(ins.size(), false));
-      ASSERT_TRUE(r.status.is_ok()) << dtype_name(dt) << ": " << r.status.to_string();
-      // P is rounded to the input type before the second product: a few ulps of it.
-      const double tol = dt == DType::float16 ? 4e-3 : 3e-2;
-      EXPECT_LE(r.max_abs_diff, tol) << dtype_name(dt) << " q=" << shape_to_string(c.q) << " mask=" << shape_to_string(c.mask);
-    }
-  ir::Node n = kernels::make_node("FusedAttention", 3, 1);
-  n.domain = ir::kInternalDomain;
-  kernels::set_attr(n, "scale", 0.5f);
+  // P is rounded to the input type before the second product: a few ulps of it (the same bounds).
+  expect_cases_match(*t, cases, {DType::float16, DType::bfloat16}, 500);
+  ir::Node n = attention_node(false, 0.5f);
   for (auto [dt, sk] : {std::pair{DType::float32, int64_t{64}}, std::pair{DType::float16, int64_t{45}}}) {
     std::vector<Tensor> ins = {random_tensor(dt, {2, 8, 32}, 1), random_tensor(dt, {2, 32, sk}, 2), random_tensor(dt, {2, sk, 32}, 3)};
     auto r = check_tactic(*t, n, ins, std::vector<bool>(3, false));
