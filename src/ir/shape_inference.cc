@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "ir/strided.h"
+
 namespace tac::ir {
 
 namespace {
@@ -295,6 +297,15 @@ void infer_node(Graph& g, const Node& n) {
       if (x) r.set(0, *x);
       return;
     case OpKind::FusedAttention: {
+      if (const Attribute* out = n.attr(kAttnOutShape)) {  // operand views (ir/strided.h)
+        if (!x) return;
+        ValueType t = *x;
+        t.has_shape = true;
+        t.dims.clear();
+        for (int64_t d : out->ints) t.dims.push_back(known(d));
+        r.set(0, t);
+        return;
+      }
       const ValueType* v = r.in(2);
       if (!x || !v || !x->has_shape || !v->has_shape || x->dims.size() < 2 || v->dims.size() != x->dims.size()) return;
       ValueType t = *x;

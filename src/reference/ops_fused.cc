@@ -5,6 +5,7 @@
 
 #include "ir/elementwise_chain.h"
 #include "ir/epilogue.h"
+#include "ir/strided.h"
 #include "reference/helpers.h"
 
 namespace tac::ref {
@@ -115,23 +116,48 @@ void fused_kernel(KernelContext& ctx, OpKind base, size_t n_base, bool matmul) {
 void fused_conv_kernel(KernelContext& ctx) { fused_kernel(ctx, OpKind::Conv, 3, false); }
 void fused_matmul_kernel(KernelContext& ctx) { fused_kernel(ctx, OpKind::MatMul, 2, true); }
 
-// y = softmax(scale * Q·K + M) · V, per batch index, in double.
+// y = softmax(scale * Q·K + M) · V, per batch index, in double. Q, K, V and Y are views of the
+// inputs and the output (ir/strided.h): contiguous, of the inputs' shapes, unless the node
+// carries operand views (the attention_views pass).
 void fused_attention_kernel(KernelContext& ctx) {
   const Tensor &q = ctx.input(0), &k = ctx.input(1), &v = ctx.input(2);
-  const int64_t r = q.rank();
-  if (r < 2 || k.rank() != r || v.rank() != r)
-    ctx.fail_invalid("Q, K and V must have one rank >= 2, got " + shape_to_string(q.shape()) + ", " +
-                     shape_to_string(k.shape()) + ", " + shape_to_string(v.shape()));
-  for (int64_t i = 0; i + 2 < r; ++i)
-    if (q.dim(i) != k.dim(i) || q.dim(i) != v.dim(i))
-      ctx.fail_invalid("batch dims differ: " + shape_to_string(q.shape()) + ", " + shape_to_string(k.shape()) + ", " +
-                       shape_to_string(v.shape()));
-  const int64_t sq = q.dim(r - 2), d = q.dim(r - 1), sk = k.dim(r - 1), dv = v.dim(r - 1);
-  if (k.dim(r - 2) != d || v.dim(r - 2) != sk)
-    ctx.fail_invalid("Q·K·V shapes do not chain: " + shape_to_string(q.shape()) + ", " + shape_to_string(k.shape()) +
-                     ", " + shape_to_string(v.shape()));
-  Shape scores_shape = q.shape();
-  scores_shape.back() = sk;
+  auto views = ir::attention_views(ctx.node);
+  if (!views) ctx.fail_invalid(views.status().message());
+  ir::AttentionViews av;
+  if (*views) {
+    av = **views;
+    const Tensor* bufs[3] = {&q, &k, &v};
+    int64_t out_numel = 1;
+    for (int64_t x : av.out_shape) out_numel *= x;
+    for (size_t o = 0; o < 4; ++o) {
+      const int64_t n = o < 3 ? bufs[o]->numel() : out_numel;
+      if (ir::view_extent(av.op[o]) >= n && n > 0)
+        ctx.fail_invalid("operand view " + std::to_string(o) + " reads past its buffer of " + std::to_string(n) +
+                         " elements");
+    }
+  } else {
+    const int64_t r = q.rank();
+    if (r < 2 || k.rank() != r || v.rank() != r)
+      ctx.fail_invalid("Q, K and V must have one rank >= 2, got " + shape_to_string(q.shape()) + ", " +
+                       shape_to_string(k.shape()) + ", " + shape_to_string(v.shape()));
+    for (int64_t i = 0; i + 2 < r; ++i)
+      if (q.dim(i) != k.dim(i) || q.dim(i) != v.dim(i))
+        ctx.fail_invalid("batch dims differ: " + shape_to_string(q.shape()) + ", " + shape_to_string(k.shape()) +
+                         ", " + shape_to_string(v.shape()));
+    av.sq = q.dim(r - 2), av.d = q.dim(r - 1), av.sk = k.dim(r - 1), av.dv = v.dim(r - 1);
+    if (k.dim(r - 2) != av.d || v.dim(r - 2) != av.sk)
+      ctx.fail_invalid("Q·K·V shapes do not chain: " + shape_to_string(q.shape()) + ", " +
+                       shape_to_string(k.shape()) + ", " + shape_to_string(v.shape()));
+    av.batch_dims.assign(q.shape().begin(), q.shape().end() - 2);
+    av.out_shape = q.shape();
+    av.out_shape.back() = av.dv;
+    av.op = {ir::contiguous_view(q.shape()), ir::contiguous_view(k.shape()), ir::contiguous_view(v.shape()),
+             ir::contiguous_view(av.out_shape)};
+  }
+  const int64_t sq = av.sq, d = av.d, sk = av.sk, dv = av.dv;
+  Shape scores_shape = av.batch_dims;
+  scores_shape.push_back(sq);
+  scores_shape.push_back(sk);
   std::vector<int64_t> mask_idx;
   if (ctx.has_input(3)) {
     const Tensor& m = ctx.input(3);
@@ -141,17 +167,22 @@ void fused_attention_kernel(KernelContext& ctx) {
     mask_idx = broadcast_index(m.shape(), scores_shape);
   }
   const double scale = ctx.attr_float("scale", 1.0f);
-  Shape out_shape = q.shape();
-  out_shape.back() = dv;
-  Tensor& y = ctx.make_output(0, q.dtype(), out_shape);
-  const int64_t batches = q.numel() / (sq * d);
+  Tensor& y = ctx.make_output(0, q.dtype(), av.out_shape);
+  int64_t batches = 1;
+  for (int64_t b : av.batch_dims) batches *= b;
+  const auto &qv = av.op[0], &kv = av.op[1], &vv = av.op[2], &yv = av.op[3];
+  const size_t nb = av.batch_dims.size();
   std::vector<double> s(static_cast<size_t>(sk));
-  for (int64_t b = 0; b < batches; ++b)
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t qb = ir::batch_offset(qv, b), kb = ir::batch_offset(kv, b), vb = ir::batch_offset(vv, b),
+                  yb = ir::batch_offset(yv, b);
     for (int64_t i = 0; i < sq; ++i) {
       double mx = -INFINITY;
       for (int64_t j = 0; j < sk; ++j) {
         double acc = 0;
-        for (int64_t t = 0; t < d; ++t) acc += q.get_f64((b * sq + i) * d + t) * k.get_f64((b * d + t) * sk + j);
+        for (int64_t t = 0; t < d; ++t)
+          acc += q.get_f64(qb + i * qv.strides[nb] + t * qv.strides[nb + 1]) *
+                 k.get_f64(kb + t * kv.strides[nb] + j * kv.strides[nb + 1]);
         acc *= scale;
         if (!mask_idx.empty()) acc += ctx.input(3).get_f64(mask_idx[static_cast<size_t>((b * sq + i) * sk + j)]);
         s[static_cast<size_t>(j)] = acc;
@@ -161,10 +192,12 @@ void fused_attention_kernel(KernelContext& ctx) {
       for (double& e : s) sum += (e = std::exp(e - mx));
       for (int64_t c = 0; c < dv; ++c) {
         double acc = 0;
-        for (int64_t j = 0; j < sk; ++j) acc += s[static_cast<size_t>(j)] / sum * v.get_f64((b * sk + j) * dv + c);
-        y.set_f64((b * sq + i) * dv + c, acc);
+        for (int64_t j = 0; j < sk; ++j)
+          acc += s[static_cast<size_t>(j)] / sum * v.get_f64(vb + j * vv.strides[nb] + c * vv.strides[nb + 1]);
+        y.set_f64(yb + i * yv.strides[nb] + c * yv.strides[nb + 1], acc);
       }
     }
+  }
 }
 
 // The chain applied per element, in double, rounded once at the end.
