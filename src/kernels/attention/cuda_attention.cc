@@ -42,6 +42,12 @@ Result<Fused> fused_desc(const StepDesc& s) {
     d.batch_dims[i] = g.batch_dims[static_cast<size_t>(i)];
     d.mask_bs[i] = g.has_mask ? g.mask_stride[static_cast<size_t>(i)] : 0;
   }
+  for (size_t o = 0; o < 4; ++o) {
+    d.off[o] = g.op[o].offset;
+    d.rs[o] = g.rs(o);
+    d.cs[o] = g.cs(o);
+    for (int i = 0; i < d.nb; ++i) d.bs[o][i] = g.op[o].strides[static_cast<size_t>(i)];
+  }
   if (g.has_mask) {
     d.mask_rs = g.mask_stride[static_cast<size_t>(d.nb)];
     d.mask_cs = g.mask_stride[static_cast<size_t>(d.nb) + 1];
@@ -126,6 +132,50 @@ Result<std::unique_ptr<Kernel>> mma_prepare(const StepDesc& s) {
   });
 }
 
+// ---- cuda_flash: scores in registers (mma.sync, online softmax) ----
+
+// Warps per block as for cuda_mma: 4 while that leaves about two blocks per SM, fewer for small
+// batches; 0 when K and V do not fit.
+int flash_warps(const AttentionDesc& d) {
+  for (int nw : {4, 2, 1}) {
+    const bool enough_blocks = d.batches * ((d.sq + 16 * nw - 1) / (16 * nw)) >= 264 || nw == 1;
+    if (enough_blocks && cuda::kern::attention_flash_smem_bytes(d, nw) <= kMaxSmem) return nw;
+  }
+  return 0;
+}
+
+Result<Fused> flash_desc(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Fused f, fused_desc(s));
+  if (f.t == Elem::f32) return not_applicable("fp16 or bf16 only (tensor cores)");
+  const AttentionDesc& d = f.d;
+  if (d.d % 16 || d.dv % 16 || d.sk % 16) return not_applicable("head sizes and key count must be multiples of 16");
+  if (d.d > 128 || d.dv > 128) return not_applicable("head sizes above 128");
+  if (flash_warps(d) == 0) return not_applicable("K and V need more than 200 KB of shared memory");
+  return f;
+}
+
+Status flash_applies(const StepDesc& s) { return flash_desc(s).status(); }
+
+double flash_cost(const StepDesc& s) {
+  auto f = flash_desc(s);
+  // Tensor cores with the scores in registers: ~400 TFLOP/s at these sizes.
+  return f ? attention_cost(*f, 16 * flash_warps(f->d), 4e5) : 1e30;
+}
+
+Result<std::unique_ptr<Kernel>> flash_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Fused f, flash_desc(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
+  const int nw = flash_warps(f.d);
+  TAC_RETURN_IF_ERROR(
+      cuda::launch_status(cuda::kern::attention_flash_init(f.t, f.d, nw), "flash attention kernel (shared memory limit)"));
+  cudaStream_t st = c->stream;
+  return cuda::make_kernel([f, nw, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::attention_flash(f.t, in[0].data, in[1].data, in[2].data,
+                                                           f.mask ? in[3].data : nullptr, out[0].data, f.d, nw, st),
+                               "flash attention kernel");
+  });
+}
+
 }  // namespace
 
 std::span<const Tactic> cuda_attention_tactics() {
@@ -137,6 +187,10 @@ std::span<const Tactic> cuda_attention_tactics() {
        "own CUDA kernel on tensor cores (WMMA, fp16/bf16, fp32 sums): both products as 16x16 tiles, the softmax "
        "between them in shared memory",
        mma_applies, mma_cost, mma_prepare, Backend::cuda},
+      {"cuda_flash", ir::OpKind::FusedAttention,
+       "own CUDA kernel on tensor cores (mma.sync, fp16/bf16, fp32 sums): the scores stay in registers, online "
+       "softmax over chunks of 64 keys",
+       flash_applies, flash_cost, flash_prepare, Backend::cuda},
   };
   return table;
 }

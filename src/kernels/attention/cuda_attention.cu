@@ -33,33 +33,53 @@ int64_t smem_bytes(const AttentionDesc& d) {
   return rows + static_cast<int64_t>(sizeof(T)) * (d.d * d.sk + d.sk * d.dv);
 }
 
-// n elements of T from global to shared memory, 16 bytes at a time where both are aligned. With
-// kAsync the 16-byte copies are cp.async: every thread issues all its copies before any completes
-// (a block of a few threads stages 32 KB without waiting on each load in turn); the caller
-// commits and waits. Unaligned: plain copies either way.
+// A rows x cols matrix of T from a strided view (element (i, j) at src[i * rs + j * cs]) to shared
+// memory, row-major with leading dim ld. Rows that are contiguous and 16-byte aligned go 16 bytes
+// at a time; with kAsync those copies are cp.async: every thread issues all its copies before any
+// completes (a block of a few threads stages 32 KB without waiting on each load in turn), and the
+// caller commits and waits. Other views: one element at a time, consecutive threads on the
+// smaller stride (coalesced reads of a transposed view).
 template <bool kAsync = false, class T>
-__device__ void stage(T* dst, const T* src, int64_t n) {
-  const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
-  if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0 && bytes % 16 == 0) {
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    uint4* t = reinterpret_cast<uint4*>(dst);
-    for (int64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) {
-      if constexpr (kAsync) __pipeline_memcpy_async(t + i, s + i, 16);
-      else t[i] = s[i];
+__device__ void stage(T* dst, int ld, const T* src, int rows, int cols, int64_t rs, int64_t cs) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  const bool vec = cs == 1 && cols % kVec == 0 && ld % kVec == 0 && rs % kVec == 0 &&
+                   (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0;
+  if (vec) {
+    const int per_row = cols / kVec;
+    for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
+      const int r = i / per_row, c = (i - r * per_row) * kVec;
+      const uint4* from = reinterpret_cast<const uint4*>(src + r * rs + c);
+      uint4* to = reinterpret_cast<uint4*>(dst + r * ld + c);
+      if constexpr (kAsync) __pipeline_memcpy_async(to, from, 16);
+      else *to = *from;
+    }
+  } else if (rs < cs) {
+    for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
+      const int c = i / rows, r = i - c * rows;
+      dst[r * ld + c] = src[r * rs + c * cs];
     }
   } else {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+    for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
+      const int r = i / cols, c = i - r * cols;
+      dst[r * ld + c] = src[r * rs + c * cs];
+    }
   }
 }
 
-// The mask's offset for batch index b (batch dims row-major; 0 without a mask).
-__device__ int64_t mask_offset(const AttentionDesc& d, int64_t b) {
+// The offset of batch index b under per-batch-dim strides bs (batch dims row-major).
+__device__ int64_t batch_offset(const AttentionDesc& d, const int64_t* bs, int64_t b) {
   int64_t off = 0;
   for (int i = d.nb - 1; i >= 0; --i) {
-    off += (b % d.batch_dims[i]) * d.mask_bs[i];
+    off += (b % d.batch_dims[i]) * bs[i];
     b /= d.batch_dims[i];
   }
   return off;
+}
+
+// Where operand o (0 Q, 1 K, 2 V, 3 y) of batch b starts.
+template <class T>
+__device__ T* operand(T* base, const AttentionDesc& d, int o, int64_t b) {
+  return base + d.off[o] + batch_offset(d, d.bs[o], b);
 }
 
 template <class T>
@@ -74,13 +94,14 @@ __global__ void __launch_bounds__(kBlockThreads) attention_kernel(const T* __res
   float* qrow = rows + warp * (d.d + d.sk);
   float* p = qrow + d.d;
   const int64_t b = blockIdx.x;
-  stage(ks, k + b * d.d * d.sk, d.d * d.sk);
-  stage(vs, v + b * d.sk * d.dv, d.sk * d.dv);
-  const int64_t moff = mask ? mask_offset(d, b) : 0;
+  const int dd = static_cast<int>(d.d), sk = static_cast<int>(d.sk), dv = static_cast<int>(d.dv);
+  stage(ks, sk, operand(k, d, 1, b), dd, sk, d.rs[1], d.cs[1]);
+  stage(vs, dv, operand(v, d, 2, b), sk, dv, d.rs[2], d.cs[2]);
+  const int64_t moff = mask ? batch_offset(d, d.mask_bs, b) : 0;
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kRows + warp;
   if (row < d.sq) {
-    const T* qr = q + (b * d.sq + row) * d.d;
-    for (int64_t j = lane; j < d.d; j += 32) qrow[j] = ld(qr, j);
+    const T* qr = operand(q, d, 0, b) + row * d.rs[0];
+    for (int64_t j = lane; j < d.d; j += 32) qrow[j] = ld(qr, j * d.cs[0]);
   }
   __syncthreads();
   if (row >= d.sq) return;
@@ -116,7 +137,8 @@ __global__ void __launch_bounds__(kBlockThreads) attention_kernel(const T* __res
   const float inv = 1.f / sum;
   __syncwarp();
   // Output: a lane per column, two columns at a time, keys in two interleaved halves.
-  T* yr = y + (b * d.sq + row) * d.dv;
+  T* yr = operand(y, d, 3, b) + row * d.rs[3];
+  const int64_t ycs = d.cs[3];
   for (int64_t c0 = lane; c0 < d.dv; c0 += 64) {
     const bool two = c0 + 32 < d.dv;
     float a0 = 0.f, a1 = 0.f, b0 = 0.f, b1 = 0.f;
@@ -136,8 +158,8 @@ __global__ void __launch_bounds__(kBlockThreads) attention_kernel(const T* __res
       a0 += p[j] * ld(vs + j * d.dv, c0);
       if (two) a1 += p[j] * ld(vs + j * d.dv, c0 + 32);
     }
-    st(yr, c0, (a0 + b0) * inv);
-    if (two) st(yr, c0 + 32, (a1 + b1) * inv);
+    st(yr, c0 * ycs, (a0 + b0) * inv);
+    if (two) st(yr, (c0 + 32) * ycs, (a1 + b1) * inv);
   }
 }
 
@@ -166,25 +188,29 @@ __host__ __device__ MmaSmem mma_smem(const AttentionDesc& d, int nw) {
   return m;
 }
 
-// One warp's O[16][16 n] = A[16][16 kt] · B[16 kt][16 n] (both row-major T, in shared memory) as
-// WMMA tiles with fp32 accumulators, stored row-major to `o` (leading dim ldo).
-template <class T>
+// One warp's O[16][16 n] = A[16][16 kt] · B[16 kt][16 n] (T, in shared memory; A row-major, B
+// row-major or, with BL = col_major, B's columns contiguous: Bᵀ row-major) as WMMA tiles with fp32
+// accumulators, stored row-major to `o` (leading dim ldo).
+template <class T, class BL = wmma::row_major>
 __device__ void warp_product(const T* a, int lda, const T* b, int ldb, int n, int kt, float* o, int ldo) {
+  constexpr bool kRowMajor = std::is_same_v<BL, wmma::row_major>;
   for (int j = 0; j < n; ++j) {
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.f);
     for (int kk = 0; kk < kt; ++kk) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, BL> fb;
       wmma::load_matrix_sync(fa, a + kk * 16, lda);
-      wmma::load_matrix_sync(fb, b + kk * 16 * ldb + j * 16, ldb);
+      wmma::load_matrix_sync(fb, kRowMajor ? b + kk * 16 * ldb + j * 16 : b + j * 16 * ldb + kk * 16, ldb);
       wmma::mma_sync(acc, fa, fb, acc);
     }
     wmma::store_matrix_sync(o + j * 16, acc, ldo, wmma::mem_row_major);
   }
 }
 
-template <class T, int NW>
+// KROWS: K's view has its d dim contiguous (rs == 1: the rows of K before its transpose): K is
+// staged as [sk][d] and read as a column-major B.
+template <class T, int NW, bool KROWS>
 __global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                                 const T* __restrict__ v, const T* __restrict__ mask,
                                                                 T* __restrict__ y, AttentionDesc d) {
@@ -201,19 +227,21 @@ __global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restr
   T* P = reinterpret_cast<T*>(smem_raw + L.p) + warp * 16 * sk;
   const int64_t b = blockIdx.x;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * NW;
-  stage<true>(ks, k + b * d.d * d.sk, d.d * d.sk);
-  stage<true>(vs, v + b * d.sk * d.dv, d.sk * d.dv);
+  if (KROWS) stage<true>(ks, dd, operand(k, d, 1, b), sk, dd, d.cs[1], d.rs[1]);
+  else stage<true>(ks, sk, operand(k, d, 1, b), dd, sk, d.rs[1], d.cs[1]);
+  stage<true>(vs, dv, operand(v, d, 2, b), sk, dv, d.rs[2], d.cs[2]);
   const int64_t rows = d.sq - row0 < 16 * NW ? d.sq - row0 : 16 * NW;
-  stage<true>(qs, q + (b * d.sq + row0) * d.d, rows * d.d);
+  stage<true>(qs, dd, operand(q, d, 0, b) + row0 * d.rs[0], static_cast<int>(rows), dd, d.rs[0], d.cs[0]);
   __pipeline_commit();
   for (int64_t i = rows * d.d + threadIdx.x; i < 16 * NW * d.d; i += blockDim.x) qs[i] = T(0.f);
   __pipeline_wait_prior(0);
   __syncthreads();
   const int64_t wrow = row0 + warp * 16;
   if (wrow >= d.sq) return;  // no block-wide synchronization below
-  warp_product(qs + warp * 16 * dd, dd, ks, sk, sk / 16, dd / 16, S, sw);  // S = Q·K
+  if (KROWS) warp_product<T, wmma::col_major>(qs + warp * 16 * dd, dd, ks, dd, sk / 16, dd / 16, S, sw);  // S = Q·K
+  else warp_product(qs + warp * 16 * dd, dd, ks, sk, sk / 16, dd / 16, S, sw);
   __syncwarp();
-  const int64_t moff = mask ? mask_offset(d, b) : 0;
+  const int64_t moff = mask ? batch_offset(d, d.mask_bs, b) : 0;
   for (int r = 0; r < 16; ++r) {
     const int64_t row = wrow + r;
     float* sr = S + r * sw;
@@ -237,20 +265,29 @@ __global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restr
   __syncwarp();
   warp_product(P, sk, vs, dv, dv / 16, sk / 16, S, sw);  // O = P·V, over S (read above)
   __syncwarp();
+  T* yb = operand(y, d, 3, b);
   for (int r = 0; r < 16 && wrow + r < d.sq; ++r) {
-    T* yr = y + (b * d.sq + wrow + r) * d.dv;
-    for (int c = lane; c < dv; c += 32) st(yr, c, S[r * sw + c] * inv[r]);
+    T* yr = yb + (wrow + r) * d.rs[3];
+    for (int c = lane; c < dv; c += 32) st(yr, c * d.cs[3], S[r * sw + c] * inv[r]);
   }
 }
 
-template <class T, class F>
+template <class T, bool KROWS, class F>
 int with_warps(int nw, F&& f) {
   switch (nw) {
-    case 1: return f(attention_mma_kernel<T, 1>);
-    case 2: return f(attention_mma_kernel<T, 2>);
-    case 4: return f(attention_mma_kernel<T, 4>);
+    case 1: return f(attention_mma_kernel<T, 1, KROWS>);
+    case 2: return f(attention_mma_kernel<T, 2, KROWS>);
+    case 4: return f(attention_mma_kernel<T, 4, KROWS>);
   }
   return static_cast<int>(cudaErrorInvalidValue);
+}
+
+// K's rows (its d dim) contiguous and not its columns: the KROWS kernels.
+bool k_rows(const AttentionDesc& d) { return d.cs[1] != 1 && d.rs[1] == 1; }
+
+template <class T, class F>
+int with_kernel(const AttentionDesc& d, int nw, F&& f) {
+  return k_rows(d) ? with_warps<T, true>(nw, f) : with_warps<T, false>(nw, f);
 }
 
 template <class F>
@@ -260,6 +297,215 @@ int with_half(Elem t, F&& f) {
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
+// ---- the register-resident tensor-core kernel (fp16 / bf16), "flash" ----
+// One block per (batch, 16 * NW query rows), a warp per 16 rows; K, V and the block's Q rows staged
+// in shared memory (rows padded by 8 elements: the fragment loads hit distinct banks). Per warp,
+// the keys in chunks of 64: S = Q·Kᵀ with mma.sync m16n8k16 into registers (fp32), the online
+// softmax on those registers (each row's max and sum over the four lanes that hold it: running
+// max, rescaled sums and output, in fp32, exp2 with log2(e) folded into the scale), P packed to
+// T straight from the accumulators into the A fragments of O += P·V (V's B fragments by
+// ldmatrix.trans). The scores never leave the registers. Needs d, dv <= 128, d, dv and sk
+// multiples of 16.
+__host__ __device__ constexpr int flash_ld(int n) { return n + 8; }
+
+__host__ __device__ inline int64_t flash_smem(const AttentionDesc& d, int nw, bool krows) {
+  const int64_t ks = krows ? d.sk * flash_ld(static_cast<int>(d.d)) : d.d * flash_ld(static_cast<int>(d.sk));
+  return 2 * (ks + d.sk * flash_ld(static_cast<int>(d.dv)) + 16 * nw * flash_ld(static_cast<int>(d.d)));
+}
+
+template <class T>
+__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The B fragment (16 x 8, k x n) of a row-major [k][n] matrix in shared memory at `p` (row k = 0,
+// column n = 0), leading dim ld: two transposed 8x8 loads.
+template <class T>
+__device__ __forceinline__ void ldsm_b_trans(const T* p, int ld, uint32_t& b0, uint32_t& b1) {
+  const int lane = threadIdx.x % 32;
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p + (lane % 16) * ld));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(addr));
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t lds32(const T* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float x, float y) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(x, y);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+template <class T, int NW, bool KROWS>
+__global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __restrict__ q, const T* __restrict__ k,
+                                                                  const T* __restrict__ v, const T* __restrict__ mask,
+                                                                  T* __restrict__ y, AttentionDesc d) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int sk = static_cast<int>(d.sk), dd = static_cast<int>(d.d), dv = static_cast<int>(d.dv);
+  const int ldk = KROWS ? flash_ld(dd) : flash_ld(sk), ldv = flash_ld(dv), ldq = flash_ld(dd);
+  T* ks = reinterpret_cast<T*>(smem_raw);
+  T* vs = ks + (KROWS ? sk * ldk : dd * ldk);
+  T* qs = vs + sk * ldv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.x;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * NW;
+  if (KROWS) stage<true>(ks, ldk, operand(k, d, 1, b), sk, dd, d.cs[1], d.rs[1]);  // [sk][d]
+  else stage<true>(ks, ldk, operand(k, d, 1, b), dd, sk, d.rs[1], d.cs[1]);       // [d][sk]
+  stage<true>(vs, ldv, operand(v, d, 2, b), sk, dv, d.rs[2], d.cs[2]);
+  const int rows = static_cast<int>(d.sq - row0 < 16 * NW ? d.sq - row0 : 16 * NW);
+  stage<true>(qs, ldq, operand(q, d, 0, b) + row0 * d.rs[0], rows, dd, d.rs[0], d.cs[0]);
+  __pipeline_commit();
+  for (int i = rows * dd + threadIdx.x; i < 16 * NW * dd; i += blockDim.x) qs[(i / dd) * ldq + i % dd] = T(0.f);
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  const int64_t wrow = row0 + warp * 16;
+  if (wrow >= d.sq) return;  // no block-wide synchronization below
+  // Q's A fragments, all of d.
+  const T* qw = qs + warp * 16 * ldq;
+  uint32_t qa[8][4];
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk)
+    if (kk < dd / 16) {
+      qa[kk][0] = lds32(qw + g * ldq + kk * 16 + 2 * t);
+      qa[kk][1] = lds32(qw + (g + 8) * ldq + kk * 16 + 2 * t);
+      qa[kk][2] = lds32(qw + g * ldq + kk * 16 + 8 + 2 * t);
+      qa[kk][3] = lds32(qw + (g + 8) * ldq + kk * 16 + 8 + 2 * t);
+    }
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float sl = d.scale * kLog2e;
+  const int64_t moff = mask ? batch_offset(d, d.mask_bs, b) : 0;
+  const int64_t r_lo = wrow + g, r_hi = wrow + g + 8;  // this thread's two rows
+  float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};
+  float o[16][4];
+#pragma unroll
+  for (int n = 0; n < 16; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  for (int c0 = 0; c0 < sk; c0 += 64) {
+    const int tiles = sk - c0 < 64 ? (sk - c0) / 8 : 8;  // n8 tiles of keys in this chunk (even)
+    float s[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      if (j < tiles) {
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk)
+          if (kk < dd / 16) {
+            uint32_t b0, b1;
+            if (KROWS) {
+              const T* kr = ks + (c0 + j * 8 + g) * ldk + kk * 16 + 2 * t;
+              b0 = lds32(kr);
+              b1 = lds32(kr + 8);
+            } else {
+              ldsm_b_trans(ks + kk * 16 * ldk + c0 + j * 8, ldk, b0, b1);
+            }
+            mma16816<T>(s[j], qa[kk], b0, b1);
+          }
+      }
+    }
+    // Scale (in log2 units), mask, the chunk's row maxima.
+    float mx[2] = {-FLT_MAX, -FLT_MAX};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < tiles)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[j][e] * sl;
+          if (mask) {
+            const int64_t row = e < 2 ? r_lo : r_hi, col = c0 + j * 8 + 2 * t + (e & 1);
+            if (row < d.sq) x += ld(mask, moff + row * d.mask_rs + col * d.mask_cs) * kLog2e;
+          }
+          s[j][e] = x;
+          mx[e / 2] = fmaxf(mx[e / 2], x);
+        }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const float mn = fmaxf(m[h], mx[h]), corr = exp2f(m[h] - mn);
+      m[h] = mn;
+      l[h] *= corr;
+#pragma unroll
+      for (int n = 0; n < 16; ++n) {
+        o[n][2 * h] *= corr;
+        o[n][2 * h + 1] *= corr;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < tiles)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = exp2f(s[j][e] - m[e / 2]);
+          s[j][e] = p;
+          l[e / 2] += p;
+        }
+    // O += P·V over the chunk's keys, 16 at a time.
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      if (2 * kk < tiles) {
+        const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int n = 0; n < 16; ++n)
+          if (n < dv / 8) {
+            uint32_t b0, b1;
+            ldsm_b_trans(vs + (c0 + kk * 16) * ldv + n * 8, ldv, b0, b1);
+            mma16816<T>(o[n], pa, b0, b1);
+          }
+      }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    l[h] = 1.f / l[h];
+  }
+  T* yb = operand(y, d, 3, b);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = h ? r_hi : r_lo;
+    if (row >= d.sq) continue;
+    T* yr = yb + row * d.rs[3];
+#pragma unroll
+    for (int n = 0; n < 16; ++n)
+      if (n < dv / 8) {
+        const int64_t c = n * 8 + 2 * t;
+        st(yr, c * d.cs[3], o[n][2 * h] * l[h]);
+        st(yr, (c + 1) * d.cs[3], o[n][2 * h + 1] * l[h]);
+      }
+  }
+}
+
+template <class T, bool KROWS, class F>
+int with_flash_warps(int nw, F&& f) {
+  switch (nw) {
+    case 1: return f(attention_flash_kernel<T, 1, KROWS>);
+    case 2: return f(attention_flash_kernel<T, 2, KROWS>);
+    case 4: return f(attention_flash_kernel<T, 4, KROWS>);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+template <class T, class F>
+int with_flash(const AttentionDesc& d, int nw, F&& f) {
+  return k_rows(d) ? with_flash_warps<T, true>(nw, f) : with_flash_warps<T, false>(nw, f);
+}
+
 }  // namespace
 
 int64_t attention_mma_smem_bytes(const AttentionDesc& d, int warps) { return mma_smem(d, warps).total; }
@@ -267,7 +513,7 @@ int64_t attention_mma_smem_bytes(const AttentionDesc& d, int warps) { return mma
 int attention_mma_init(Elem t, const AttentionDesc& d, int warps) {
   return with_half(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    return with_warps<T>(warps, [&](auto kernel) {
+    return with_kernel<T>(d, warps, [&](auto kernel) {
       return static_cast<int>(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(mma_smem(d, warps).total)));
     });
@@ -281,8 +527,36 @@ int attention_mma(Elem t, const void* q, const void* k, const void* v, const voi
   const dim3 grid(static_cast<unsigned>(d.batches), static_cast<unsigned>((d.sq + rows - 1) / rows));
   return with_half(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    return with_warps<T>(warps, [&](auto kernel) {
+    return with_kernel<T>(d, warps, [&](auto kernel) {
       kernel<<<grid, 32 * warps, static_cast<size_t>(mma_smem(d, warps).total), as_stream(stream)>>>(
+          static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(mask),
+          static_cast<T*>(y), d);
+      return launched();
+    });
+  });
+}
+
+int64_t attention_flash_smem_bytes(const AttentionDesc& d, int warps) { return flash_smem(d, warps, k_rows(d)); }
+
+int attention_flash_init(Elem t, const AttentionDesc& d, int warps) {
+  return with_half(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return with_flash<T>(d, warps, [&](auto kernel) {
+      return static_cast<int>(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(flash_smem(d, warps, k_rows(d)))));
+    });
+  });
+}
+
+int attention_flash(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y,
+                    const AttentionDesc& d, int warps, void* stream) {
+  if (d.batches <= 0 || d.sq <= 0) return 0;
+  const int64_t rows = 16 * warps;
+  const dim3 grid(static_cast<unsigned>(d.batches), static_cast<unsigned>((d.sq + rows - 1) / rows));
+  return with_half(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return with_flash<T>(d, warps, [&](auto kernel) {
+      kernel<<<grid, 32 * warps, static_cast<size_t>(flash_smem(d, warps, k_rows(d))), as_stream(stream)>>>(
           static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(mask),
           static_cast<T*>(y), d);
       return launched();

@@ -22,7 +22,9 @@ using attention::Geometry;
 Result<Geometry> geometry(const StepDesc& s) {
   for (size_t i = 0; i < s.in_dtypes.size(); ++i)
     if (s.has_input(i) && s.in_dtypes[i] != DType::float32) return not_applicable("float32 only");
-  return attention::geometry(s);
+  TAC_ASSIGN_OR_RETURN(Geometry g, attention::geometry(s));
+  if (g.cs(3) != 1) return not_applicable("the output's columns must be contiguous");
+  return g;
 }
 
 gemm::Blocking blocking(ew::Isa isa) {
@@ -80,11 +82,14 @@ Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
         ep.res_rs = g.mask_stride[nb];
         ep.res_cs = g.mask_stride[nb + 1];
       }
-      gemm::sgemm(blk, g.sq, g.sk, g.d, {q + b * g.sq * g.d, g.d, 1, false}, {k + b * g.d * g.sk, g.sk, 1, false},
-                  scores, g.sk, ep, 1, gws);
+      const float* qb = q + ir::batch_offset(g.op[0], b);
+      const float* kb = k + ir::batch_offset(g.op[1], b);
+      const float* vb = v + ir::batch_offset(g.op[2], b);
+      gemm::sgemm(blk, g.sq, g.sk, g.d, {qb, g.rs(0), g.cs(0), false}, {kb, g.rs(1), g.cs(1), false}, scores, g.sk,
+                  ep, 1, gws);
       ek.softmax_rows(scores, scores, g.sq, g.sk, false);
-      gemm::sgemm(blk, g.sq, g.dv, g.sk, {scores, g.sk, 1, false}, {v + b * g.sk * g.dv, g.dv, 1, false},
-                  y + b * g.sq * g.dv, g.dv, gemm::Epilogue{}, 1, gws);
+      gemm::sgemm(blk, g.sq, g.dv, g.sk, {scores, g.sk, 1, false}, {vb, g.rs(2), g.cs(2), false},
+                  y + ir::batch_offset(g.op[3], b), g.rs(3), gemm::Epilogue{}, 1, gws);
     };
     std::byte* base = static_cast<std::byte*>(ws);
     if (threads <= 1) {

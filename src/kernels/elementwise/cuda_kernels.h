@@ -104,9 +104,11 @@ int depthwise_conv(Elem t, const void* x, const void* w, const float* bias, cons
                    const DepthwiseDesc& d, void* stream);
 
 // Fused attention, y = softmax(scale * Q·K + M) · V per batch index b < batches: Q [sq][d],
-// K [d][sk] (already transposed), V [sk][dv], y [sq][dv], contiguous per batch; the mask M (may
-// be null) at mask_off(b) + row * mask_rs + col * mask_cs, where mask_off sums each batch dim's
-// index times mask_bs (batch dims row-major, nb of them). Q, K, V, M, y all of type t; scores,
+// K [d][sk] (already transposed), V [sk][dv], y [sq][dv], each a strided view of its buffer
+// (operand o: Q, K, V, y): element (i, j) of batch b at off[o] + boff(o, b) + i * rs[o] + j *
+// cs[o], where boff sums each batch dim's index times bs[o][dim] (batch dims row-major, nb of
+// them); the mask M (may be null) likewise at moff(b) + row * mask_rs + col * mask_cs with
+// mask_bs. Strides with cs == 1 (rs == 1 for K: its rows are keys) take the 16-byte copies. Q, K, V, M, y all of type t; scores,
 // softmax and sums in fp32. One block per (batch, 16 query rows): K and V of the batch in shared
 // memory, a warp per row. attention_smem_bytes: the shared memory a launch needs (the tactic
 // refuses what does not fit); attention_init raises the kernel's dynamic shared-memory limit
@@ -118,6 +120,8 @@ struct AttentionDesc {
   int64_t batch_dims[kMaxDims] = {};
   int64_t mask_bs[kMaxDims] = {};
   int64_t mask_rs = 0, mask_cs = 0;
+  int64_t off[4] = {}, rs[4] = {}, cs[4] = {};
+  int64_t bs[4][kMaxDims] = {};
 };
 int64_t attention_smem_bytes(Elem t, const AttentionDesc& d);
 int attention_init(Elem t, const AttentionDesc& d);
@@ -130,6 +134,13 @@ int64_t attention_mma_smem_bytes(const AttentionDesc& d, int warps);
 int attention_mma_init(Elem t, const AttentionDesc& d, int warps);
 int attention_mma(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y, const AttentionDesc& d,
                   int warps, void* stream);
+// The same with the scores in registers (mma.sync, online softmax over chunks of 64 keys): fp16 or
+// bf16, d and dv multiples of 16 up to 128, sk a multiple of 16; K, V and the block's Q rows in
+// shared memory (attention_flash_smem_bytes).
+int64_t attention_flash_smem_bytes(const AttentionDesc& d, int warps);
+int attention_flash_init(Elem t, const AttentionDesc& d, int warps);
+int attention_flash(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y,
+                    const AttentionDesc& d, int warps, void* stream);
 
 // Overwrites `bytes` of scratch device memory (one read-modify-write pass): with `bytes` above the
 // L2 size, the engine's next kernels start with a cold L2 (bench --l2-flush).
