@@ -37,7 +37,7 @@ summary=$out/summary.txt
 } >> "$out/nvidia-smi.txt" 2>&1
 nvidia-smi >> "$out/nvidia-smi.txt" 2>&1
 if [ $unit = 1 ]; then
-  filter='Cuda*:LayoutCuda*:AttentionTactics.Cuda*'
+  filter='Cuda*:LayoutCuda*:AttentionTactics.*:BuilderPasses.Attention*'
   timeout 300 unit_tests --gtest_filter="$filter" > "$out/unit.txt" 2>&1
   echo "unit_tests $filter: rc=$? $(grep -E '^\[  (PASSED|FAILED) |^\[  FAILED  \]' "$out/unit.txt" | tr '\n' ' ')" >> "$summary"
 fi

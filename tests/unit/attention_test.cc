@@ -3,9 +3,11 @@
 // interpreter on the original graph.
 #include <cmath>
 #include <span>
+#include <tuple>
 
 #include "backends/cuda/device.h"
 #include "builder_test_util.h"
+#include "ir/strided.h"
 #include "kernels/tactic_check.h"
 
 namespace tac {
@@ -85,6 +87,64 @@ TEST(AttentionTactics, FusedMatchesReference) {
 
 // The CUDA kernel (cuda_fused) on the same cases, in fp32 (within 1e-5, as on the CPU) and on
 // fp16 / bf16 inputs against the reference on the same inputs (about an ulp of the output type).
+// A FusedAttention node reading Q, K and V out of one packed [S, B, 3, H, D] buffer (PyTorch's
+// in-projection output) and writing Y as [S, B, H, D] (ir/strided.h views, as attention_views
+// leaves them). `k_rows`: K read as the rows of its packed block (d contiguous, the kernels'
+// KROWS path); else from a separate [B, H, D, S] buffer behind the packed one (sk contiguous).
+struct ViewsCase {
+  ir::Node node;
+  std::vector<Tensor> inputs;
+};
+ViewsCase views_case(DType dt, int64_t S, int64_t B, int64_t H, int64_t D, bool k_rows, bool mask, uint64_t seed) {
+  const int64_t E = H * D;
+  ViewsCase c{attention_node(mask, 0.3f), {}};
+  ir::AttentionViews av;
+  av.batch_dims = {B, H};
+  av.sq = S, av.d = D, av.sk = S, av.dv = D;
+  av.op[0] = {{B, H, S, D}, {3 * E, D, B * 3 * E, 1}, 0};
+  av.op[1] = k_rows ? ir::StridedView{{B, H, D, S}, {3 * E, D, 1, B * 3 * E}, E}
+                    : ir::StridedView{{B, H, D, S}, {H * D * S, D * S, S, 1}, S * B * 3 * E};
+  av.op[2] = {{B, H, S, D}, {3 * E, D, B * 3 * E, 1}, 2 * E};
+  av.op[3] = {{B, H, S, D}, {E, D, B * E, 1}, 0};
+  av.out_shape = {S * B, E};
+  ir::set_attention_views(c.node, av);
+  // Q, K and V all name one buffer, large enough for the separate K too.
+  Tensor packed = random_tensor(dt, {S * B * 3 * E + B * E * S}, seed);
+  c.inputs = {packed, packed, packed};
+  if (mask) c.inputs.push_back(random_tensor(dt, {1, S}, seed + 1));
+  return c;
+}
+
+// Returns how many cases ran: a CPU tactic is not applicable where the CPU lacks its ISA.
+int expect_views_match(const kernels::Tactic& t, std::initializer_list<DType> types) {
+  int ran = 0;
+  for (DType dt : types)
+    for (bool k_rows : {true, false})
+      for (bool mask : {false, true}) {
+        ViewsCase c = views_case(dt, 32, 2, 3, 16, k_rows, mask, 40);
+        auto r = check_tactic(t, c.node, c.inputs, std::vector<bool>(c.inputs.size(), false));
+        if (t.backend == kernels::Backend::cpu && r.status.kind() == ErrorKind::not_applicable) continue;
+        EXPECT_TRUE(r.status.is_ok()) << t.name << ": " << r.status.to_string();
+        const double tol = dt == DType::float32 ? 1e-5 : dt == DType::float16 ? 4e-3 : 3e-2;
+        EXPECT_LE(r.max_abs_diff, tol) << t.name << " " << dtype_name(dt) << " k_rows=" << k_rows << " mask=" << mask;
+        ++ran;
+      }
+  return ran;
+}
+
+TEST(AttentionTactics, OperandViewsMatchReference) {
+  int ran = 0;
+  for (const char* name : {"fused_avx512", "fused_avx2"})
+    ran += expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, name), {DType::float32});
+  EXPECT_GT(ran, 0) << "no FusedAttention tactic ran on this CPU";
+  if (!cuda::compiled() || !cuda::device_present()) GTEST_SKIP() << "no CUDA device: CPU tactics only";
+  expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_fused", kernels::Backend::cuda),
+                     {DType::float32, DType::float16});
+  for (const char* name : {"cuda_mma", "cuda_flash"})
+    expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, name, kernels::Backend::cuda),
+                       {DType::float16, DType::bfloat16});
+}
+
 TEST(AttentionTactics, CudaFusedMatchesReference) {
   if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
   const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_fused", kernels::Backend::cuda);
@@ -125,6 +185,35 @@ TEST(AttentionTactics, CudaMmaMatchesReference) {
     std::vector<Tensor> ins = {random_tensor(dt, {2, 8, 32}, 1), random_tensor(dt, {2, 32, sk}, 2), random_tensor(dt, {2, sk, 32}, 3)};
     auto r = check_tactic(*t, n, ins, std::vector<bool>(3, false));
     EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << dtype_name(dt) << " sk=" << sk << ": " << r.status.to_string();
+  }
+}
+
+// The register-resident kernel (cuda_flash) on the same shapes, plus key counts that leave a
+// partial chunk of 64 (48, 80) and head sizes up to its limit of 128; refused in fp32, for a key
+// count that is not a multiple of 16 and for a head size above 128.
+TEST(AttentionTactics, CudaFlashMatchesReference) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_flash", kernels::Backend::cuda);
+  ASSERT_NE(t, nullptr);
+  if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device on this machine";
+  const Case cases[] = {
+      {{1, 12, 128, 64}, {1, 12, 64, 128}, {1, 12, 128, 64}, {1, 1, 1, 128}, 0.125f},     // 1 warp per block
+      {{8, 12, 128, 64}, {8, 12, 64, 128}, {8, 12, 128, 64}, {8, 1, 1, 128}, 0.125f},     // 2
+      {{4, 64, 128, 32}, {4, 64, 32, 128}, {4, 64, 128, 32}, {}, 0.17f},                  // 4
+      {{2, 2, 37, 64}, {2, 2, 64, 48}, {2, 2, 48, 32}, {2, 1, 37, 48}, 0.125f},           // sq = 37, sk = 48
+      {{3, 70, 16}, {3, 16, 256}, {3, 256, 80}, {70, 1}, 0.3f},                           // dv = 80, sk = 256
+      {{2, 20, 128}, {2, 128, 80}, {2, 80, 128}, {20, 80}, 0.09f},                        // d = dv = 128, sk = 80
+  };
+  expect_cases_match(*t, cases, {DType::float16, DType::bfloat16}, 700);
+  ir::Node n = attention_node(false, 0.5f);
+  for (auto [dt, sk, dh] : {std::tuple{DType::float32, int64_t{64}, int64_t{32}},
+                            std::tuple{DType::float16, int64_t{45}, int64_t{32}},
+                            std::tuple{DType::float16, int64_t{64}, int64_t{144}}}) {
+    std::vector<Tensor> ins = {random_tensor(dt, {2, 8, dh}, 1), random_tensor(dt, {2, dh, sk}, 2),
+                               random_tensor(dt, {2, sk, 32}, 3)};
+    auto r = check_tactic(*t, n, ins, std::vector<bool>(3, false));
+    EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << dtype_name(dt) << " sk=" << sk << " d=" << dh << ": "
+                                                          << r.status.to_string();
   }
 }
 
@@ -234,6 +323,105 @@ TEST(BuilderPasses, AFusedTacticPinnedWithItsFusionOffIsInactive) {
   auto want = test::reference_outputs(model, in);
   ASSERT_TRUE(want.is_ok());
   EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "");
+}
+
+// nn.MultiheadAttention as PyTorch exports it around the attention (S = 6, B = 2, H = 2, D = 8):
+// the in-projection's [S, B, 3E] output in, the out-projection's [S*B, E] input out.
+//  torch2: Reshape [S,B,3,E], Unsqueeze 0, Transpose(0,-2), Squeeze -2, Gather 0|1|2, Reshape [S,B*H,D],
+//          Transpose(1,0,2), Reshape [B,H,S,D]; K's Transpose(0,1,3,2); after: Transpose(2,0,1,3),
+//          Reshape [S*B,E]. 4-D attention.
+//  torch1: Slice of the last dim, Reshape [S,B*H,D], Transpose(1,0,2) (K: then Transpose(0,2,1));
+//          after: Transpose(1,0,2), Reshape [S*B,E]. 3-D attention over B*H, which no single stride
+//          can index in the packed buffer: the pass splits that batch dim into B and H.
+// `mask`: a [S, S] mask (no batch dims) or a [B*H, 1, S] one (torch1 only: blocks the split).
+enum class MhaExport { torch2, torch1 };
+ir::Model mha_model(MhaExport form, const std::string& mask) {
+  constexpr int64_t S = 6, B = 2, H = 2, D = 8, E = H * D;
+  ModelBuilder m(17);
+  m.input("qkv", 1, {"6", "2", "48"});
+  std::string q, k, v;
+  auto reshape = [&](const std::string& x, const std::string& y, std::vector<int64_t> shape) {
+    test::initializer_i64(m, y + "_shape", {static_cast<int64_t>(shape.size())}, shape);
+    m.node("Reshape", {x, y + "_shape"}, {y});
+  };
+  auto transpose = [&](const std::string& x, const std::string& y, std::vector<int64_t> perm) {
+    test::attr_ints(m.node("Transpose", {x}, {y}), "perm", perm);
+  };
+  if (form == MhaExport::torch2) {
+    reshape("qkv", "r4", {S, B, 3, E});
+    test::initializer_i64(m, "ax0", {1}, {0});
+    m.node("Unsqueeze", {"r4", "ax0"}, {"u5"});
+    transpose("u5", "t5", {3, 1, 2, 0, 4});
+    test::initializer_i64(m, "axm2", {1}, {-2});
+    m.node("Squeeze", {"t5", "axm2"}, {"s4"});
+    for (int i = 0; i < 3; ++i) {
+      const std::string n = std::string(1, "qkv"[i]);
+      test::initializer_i64(m, "i" + n, {}, {i});
+      test::attr_i(m.node("Gather", {"s4", "i" + n}, {n + "0"}), "axis", 0);
+      reshape(n + "0", n + "1", {S, B * H, D});
+      transpose(n + "1", n + "2", {1, 0, 2});
+      reshape(n + "2", n + "3", {B, H, S, D});
+    }
+    q = "q3", v = "v3";
+    transpose("k3", "kt", {0, 1, 3, 2});
+  } else {
+    test::initializer_i64(m, "axes", {1}, {2});
+    for (int i = 0; i < 3; ++i) {
+      const std::string n = std::string(1, "qkv"[i]);
+      test::initializer_i64(m, n + "_start", {1}, {i * E});
+      test::initializer_i64(m, n + "_end", {1}, {(i + 1) * E});
+      m.node("Slice", {"qkv", n + "_start", n + "_end", "axes"}, {n + "0"});
+      reshape(n + "0", n + "1", {S, B * H, D});
+      transpose(n + "1", n + "2", {1, 0, 2});
+    }
+    q = "q2", v = "v2";
+    transpose("k2", "kt", {0, 2, 1});
+  }
+  m.node("MatMul", {q, "kt"}, {"s"});
+  m.initializer("f", {}, {0.35f});
+  m.node("Mul", {"s", "f"}, {"s2"});
+  std::string sm_in = "s2";
+  if (!mask.empty()) {
+    test::initializer_random(m, "mask", mask == "SS" ? std::vector<int64_t>{S, S} : std::vector<int64_t>{B * H, 1, S}, 78);
+    m.node("Add", {"s2", "mask"}, {"s3"});
+    sm_in = "s3";
+  }
+  test::attr_i(m.node("Softmax", {sm_in}, {"p"}), "axis", -1);
+  m.node("MatMul", {"p", v}, {"o"});
+  if (form == MhaExport::torch2) transpose("o", "ot", {2, 0, 1, 3});
+  else transpose("o", "ot", {1, 0, 2});
+  reshape("ot", "y", {S * B, E});
+  m.output("y", 1, {});
+  auto model = m.load();
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  return std::move(model).value();
+}
+
+// With the views every Transpose, Reshape, Gather and Slice around the attention disappears
+// (the node reads the packed input and writes the graph output); both routes match the
+// reference interpreter on the original graph.
+TEST(BuilderPasses, AttentionViewsAbsorbPyTorchMultiheadLayouts) {
+  for (MhaExport form : {MhaExport::torch2, MhaExport::torch1})
+    for (const char* mask : {"", "SS", "BH"}) {
+      if (form == MhaExport::torch2 && std::string(mask) == "BH") continue;
+      const std::string what = std::string(form == MhaExport::torch2 ? "torch2" : "torch1") + " mask=" + mask;
+      ir::Model model = mha_model(form, mask);
+      for (const char* route : {"", "pass.attention_views=off"}) {
+        auto e = test::build_engine(model, route);
+        ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+        const ir::Graph& g = (*e)->plan().model.graph;
+        const bool absorbed = *route == '\0' && std::string(mask) != "BH";
+        if (absorbed) EXPECT_EQ(test::op_list(g), "FusedAttention") << what;
+        else EXPECT_GE(test::count_op(g, "Transpose"), 4) << what << " " << route << ": " << test::op_list(g);
+        EXPECT_EQ(test::count_op(g, "FusedAttention"), 1) << what;
+        std::vector<Tensor> in = test::random_inputs(**e, 6);
+        auto got = (*e)->run(in);
+        ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+        auto want = test::reference_outputs(model, in);
+        ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+        EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "") << what << " route '" << route << "'";
+      }
+    }
 }
 
 TEST(BuilderPasses, AttentionWhoseScoresAreUsedTwiceIsNotFused) {

@@ -54,6 +54,7 @@ Status merge_reshapes(ir::Graph& g, PassContext& ctx);
 Status fuse_layernorm(ir::Graph& g, PassContext& ctx);
 Status fuse_gelu(ir::Graph& g, PassContext& ctx);
 Status fuse_attention(ir::Graph& g, PassContext& ctx);
+Status attention_views(ir::Graph& g, PassContext& ctx);
 Status fuse_elementwise(ir::Graph& g, PassContext& ctx);
 
 }  // namespace tac::builder

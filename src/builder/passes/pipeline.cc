@@ -16,6 +16,8 @@ namespace tac::builder {
 //    decomposed LayerNorm's trailing Mul/Add must be gone before anything else claims those Adds.
 // 6. fuse_attention before fuse_matmul, which would otherwise take the scores' mask Add as a
 //    residual of the first MatMul.
+//    attention_views right after it (it only rewrites FusedAttention nodes and the view chains
+//    around them).
 // 7. fuse_conv / fuse_matmul: they consume the residual Add and the activation.
 // 8. fuse_elementwise last: it chains what the epilogues did not take.
 std::span<const Pass> pass_pipeline() {
@@ -37,6 +39,10 @@ std::span<const Pass> pass_pipeline() {
       {"fuse_attention",
        "replace MatMul(Q, K) [scale] [+ mask] -> Softmax -> MatMul(., V) by one FusedAttention (scores stay in cache)",
        true, fuse_attention},
+      {"attention_views",
+       "let FusedAttention read Q, K, V and write Y through the Transpose/Reshape/Gather/Slice chains around it (strides; "
+       "the chains' copies disappear)",
+       true, attention_views},
       {"fuse_conv", "fuse Conv with a following residual Add and activation into FusedConv", true, fuse_conv},
       {"fuse_matmul", "fuse MatMul/Gemm with a following bias Add, residual Add and activation into FusedMatMul",
        true, fuse_matmul},
