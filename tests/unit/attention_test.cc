@@ -140,9 +140,8 @@ TEST(AttentionTactics, OperandViewsMatchReference) {
   if (!cuda::compiled() || !cuda::device_present()) GTEST_SKIP() << "no CUDA device: CPU tactics only";
   expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_fused", kernels::Backend::cuda),
                      {DType::float32, DType::float16});
-  for (const char* name : {"cuda_mma", "cuda_flash"})
-    expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, name, kernels::Backend::cuda),
-                       {DType::float16, DType::bfloat16});
+  expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_flash", kernels::Backend::cuda),
+                     {DType::float16, DType::bfloat16});
 }
 
 TEST(AttentionTactics, CudaFusedMatchesReference) {
@@ -162,34 +161,10 @@ TEST(AttentionTactics, CudaFusedMatchesReference) {
   expect_cases_match(*t, cases, {DType::float32, DType::float16, DType::bfloat16}, 300);
 }
 
-// The tensor-core kernel (cuda_mma): fp16 / bf16 on shapes whose head sizes and key count are
+// The tensor-core kernel (cuda_flash): fp16 / bf16 on shapes whose head sizes and key count are
 // multiples of 16, query counts that are not (a warp's last rows padded), every warp count it
-// picks (1, 2 and 4 per block, by the number of blocks), broadcast masks; refused in fp32 and
-// for a key count that is not a multiple of 16.
-TEST(AttentionTactics, CudaMmaMatchesReference) {
-  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
-  const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_mma", kernels::Backend::cuda);
-  ASSERT_NE(t, nullptr);
-  if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device on this machine";
-  const Case cases[] = {
-      {{1, 12, 128, 64}, {1, 12, 64, 128}, {1, 12, 128, 64}, {1, 1, 1, 128}, 0.125f},     // 1 warp per block
-      {{8, 12, 128, 64}, {8, 12, 64, 128}, {8, 12, 128, 64}, {8, 1, 1, 128}, 0.125f},     // 2
-      {{4, 64, 128, 32}, {4, 64, 32, 128}, {4, 64, 128, 32}, {}, 0.17f},                  // 4
-      {{2, 2, 37, 64}, {2, 2, 64, 48}, {2, 2, 48, 32}, {2, 1, 37, 48}, 0.125f},           // sq = 37
-      {{3, 70, 16}, {3, 16, 256}, {3, 256, 80}, {70, 1}, 0.3f},                           // dv > d, sk = 256
-  };
-  // P is rounded to the input type before the second product: a few ulps of it (the same bounds).
-  expect_cases_match(*t, cases, {DType::float16, DType::bfloat16}, 500);
-  ir::Node n = attention_node(false, 0.5f);
-  for (auto [dt, sk] : {std::pair{DType::float32, int64_t{64}}, std::pair{DType::float16, int64_t{45}}}) {
-    std::vector<Tensor> ins = {random_tensor(dt, {2, 8, 32}, 1), random_tensor(dt, {2, 32, sk}, 2), random_tensor(dt, {2, sk, 32}, 3)};
-    auto r = check_tactic(*t, n, ins, std::vector<bool>(3, false));
-    EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << dtype_name(dt) << " sk=" << sk << ": " << r.status.to_string();
-  }
-}
-
-// The register-resident kernel (cuda_flash) on the same shapes, plus key counts that leave a
-// partial chunk of 64 (48, 80) and head sizes up to its limit of 128; refused in fp32, for a key
+// picks (1, 2 and 4 per block, by the number of blocks), key counts that leave a partial chunk of
+// 64 (48, 80), head sizes up to its limit of 128, broadcast masks; refused in fp32, for a key
 // count that is not a multiple of 16 and for a head size above 128.
 TEST(AttentionTactics, CudaFlashMatchesReference) {
   if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
@@ -334,12 +309,24 @@ TEST(BuilderPasses, AFusedTacticPinnedWithItsFusionOffIsInactive) {
 //          after: Transpose(1,0,2), Reshape [S*B,E]. 3-D attention over B*H, which no single stride
 //          can index in the packed buffer: the pass splits that batch dim into B and H.
 // `mask`: a [S, S] mask (no batch dims) or a [B*H, 1, S] one (torch1 only: blocks the split).
+// `projections`: the whole batch_first layer around it, as PyTorch exports it: x [B, S, E] ->
+// Transpose(1,0,2) -> MatMul(W_in) + bias -> qkv ... y -> Gemm(W_out, bias, transB) -> Reshape
+// [S, B, E] -> Transpose(1,0,2) -> + x.
 enum class MhaExport { torch2, torch1 };
-ir::Model mha_model(MhaExport form, const std::string& mask) {
+ir::Model mha_model(MhaExport form, const std::string& mask, bool projections = false) {
   constexpr int64_t S = 6, B = 2, H = 2, D = 8, E = H * D;
   ModelBuilder m(17);
-  m.input("qkv", 1, {"6", "2", "48"});
   std::string q, k, v;
+  if (projections) {
+    m.input("x", 1, {"2", "6", "16"});
+    test::attr_ints(m.node("Transpose", {"x"}, {"xt"}), "perm", {1, 0, 2});
+    test::initializer_random(m, "w_in", {E, 3 * E}, 81);
+    test::initializer_random(m, "b_in", {3 * E}, 82);
+    m.node("MatMul", {"xt", "w_in"}, {"xw"});
+    m.node("Add", {"xw", "b_in"}, {"qkv"});
+  } else {
+    m.input("qkv", 1, {"6", "2", "48"});
+  }
   auto reshape = [&](const std::string& x, const std::string& y, std::vector<int64_t> shape) {
     test::initializer_i64(m, y + "_shape", {static_cast<int64_t>(shape.size())}, shape);
     m.node("Reshape", {x, y + "_shape"}, {y});
@@ -391,7 +378,17 @@ ir::Model mha_model(MhaExport form, const std::string& mask) {
   if (form == MhaExport::torch2) transpose("o", "ot", {2, 0, 1, 3});
   else transpose("o", "ot", {1, 0, 2});
   reshape("ot", "y", {S * B, E});
-  m.output("y", 1, {});
+  if (projections) {
+    test::initializer_random(m, "w_out", {E, E}, 83);
+    test::initializer_random(m, "b_out", {E}, 84);
+    test::attr_i(m.node("Gemm", {"y", "w_out", "b_out"}, {"yo"}), "transB", 1);
+    reshape("yo", "yr", {S, B, E});
+    transpose("yr", "yt", {1, 0, 2});
+    m.node("Add", {"yt", "x"}, {"out"});
+    m.output("out", 1, {});
+  } else {
+    m.output("y", 1, {});
+  }
   auto model = m.load();
   EXPECT_TRUE(model.is_ok()) << model.status().to_string();
   return std::move(model).value();
@@ -422,6 +419,66 @@ TEST(BuilderPasses, AttentionViewsAbsorbPyTorchMultiheadLayouts) {
         EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "") << what << " route '" << route << "'";
       }
     }
+}
+
+// pass.move_transposes on the batch_first layer: the Transpose before the in-projection sinks
+// below it and its bias, the Reshape and Transpose after the out-projection rise above it (the
+// Gemm becomes MatMul + Add on the way), attention_views absorbs all of them and fuse_matmul
+// takes the residual: three nodes are left. Without the pass the Transposes stay. Both routes
+// match the reference interpreter on the original graph.
+TEST(BuilderPasses, MoveTransposesLetsAttentionAbsorbBatchFirstLayouts) {
+  for (MhaExport form : {MhaExport::torch2, MhaExport::torch1}) {
+    const std::string what = form == MhaExport::torch2 ? "torch2" : "torch1";
+    ir::Model model = mha_model(form, "SS", true);
+    for (const char* route : {"", "pass.move_transposes=off"}) {
+      auto e = test::build_engine(model, route);
+      ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+      const ir::Graph& g = (*e)->plan().model.graph;
+      if (*route == '\0') {
+        EXPECT_EQ(test::op_list(g), "FusedMatMul FusedAttention FusedMatMul") << what;
+        EXPECT_TRUE(test::log_mentions((*e)->plan(), "became MatMul + Add")) << what;
+      } else {
+        EXPECT_EQ(test::count_op(g, "Transpose"), 2) << what << ": " << test::op_list(g);
+      }
+      std::vector<Tensor> in = test::random_inputs(**e, 9);
+      auto got = (*e)->run(in);
+      ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+      auto want = test::reference_outputs(model, in);
+      ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+      EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "") << what << " route '" << route << "'";
+    }
+  }
+}
+
+// What must not move: a Transpose that moves the last axis (each row would change), a Reshape
+// that changes the last dim, and a Gemm with alpha != 1 (not a plain MatMul + bias).
+TEST(BuilderPasses, MoveTransposesLeavesOpsThatDoNotKeepRows) {
+  ModelBuilder m(17);
+  m.input("a", 1, {"6", "4"});
+  test::attr_ints(m.node("Transpose", {"a"}, {"at"}), "perm", {1, 0});  // moves the last axis
+  test::initializer_random(m, "w", {6, 8}, 91);
+  m.node("MatMul", {"at", "w"}, {"b"});  // [4, 8], read by a view op: would let a Transpose sink
+  test::initializer_i64(m, "s1", {3}, {4, 2, 4});
+  m.node("Reshape", {"b", "s1"}, {"c"});  // changes the last dim
+  test::attr_ints(m.node("Transpose", {"c"}, {"ct"}), "perm", {1, 0, 2});
+  test::initializer_i64(m, "s2", {2}, {8, 4});
+  m.node("Reshape", {"ct", "s2"}, {"d"});
+  test::initializer_random(m, "w2", {4, 4}, 92);
+  test::attr_f(m.node("Gemm", {"d", "w2"}, {"e"}), "alpha", 0.5f);
+  test::initializer_i64(m, "s3", {3}, {2, 4, 4});
+  m.node("Reshape", {"e", "s3"}, {"y"});  // keeps rows, but the Gemm is not MatMul + bias
+  m.output("y", 1, {});
+  auto model = m.load();
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  auto e = test::build_engine(*model, "");
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_FALSE(test::log_mentions((*e)->plan(), "move_transposes")) << test::op_list((*e)->plan().model.graph);
+  std::vector<Tensor> in = test::random_inputs(**e, 3);
+  auto got = (*e)->run(in);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  auto want = test::reference_outputs(*model, in);
+  ASSERT_TRUE(want.is_ok());
+  EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "");
 }
 
 TEST(BuilderPasses, AttentionWhoseScoresAreUsedTwiceIsNotFused) {

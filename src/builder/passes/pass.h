@@ -53,6 +53,7 @@ Status eliminate_transpose(ir::Graph& g, PassContext& ctx);
 Status merge_reshapes(ir::Graph& g, PassContext& ctx);
 Status fuse_layernorm(ir::Graph& g, PassContext& ctx);
 Status fuse_gelu(ir::Graph& g, PassContext& ctx);
+Status move_transposes(ir::Graph& g, PassContext& ctx);
 Status fuse_attention(ir::Graph& g, PassContext& ctx);
 Status attention_views(ir::Graph& g, PassContext& ctx);
 Status fuse_elementwise(ir::Graph& g, PassContext& ctx);

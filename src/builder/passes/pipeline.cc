@@ -14,7 +14,11 @@ namespace tac::builder {
 // 5. fuse_layernorm and fuse_gelu before fuse_conv / fuse_matmul: the Gelu they make is the
 //    activation fuse_matmul takes into FusedMatMul's epilogue (MatMul -> Add bias -> Gelu), and the
 //    decomposed LayerNorm's trailing Mul/Add must be gone before anything else claims those Adds.
-// 6. fuse_attention before fuse_matmul, which would otherwise take the scores' mask Add as a
+// 6. move_transposes before fuse_attention / fuse_matmul: it moves the Transposes of
+//    batch_first attention next to the head split and merge (where attention_views absorbs them)
+//    and turns the Gemms it crosses into MatMul + Add, which fuse_matmul fuses again (with the
+//    residual Add the moved Transpose used to separate from the GEMM).
+//    fuse_attention before fuse_matmul, which would otherwise take the scores' mask Add as a
 //    residual of the first MatMul.
 //    attention_views right after it (it only rewrites FusedAttention nodes and the view chains
 //    around them).
@@ -36,6 +40,10 @@ std::span<const Pass> pass_pipeline() {
        "LayerNormalization",
        true, fuse_layernorm},
       {"fuse_gelu", "replace the exact GELU subgraph x * 0.5 * (1 + Erf(x / sqrt 2)) by one Gelu node", true, fuse_gelu},
+      {"move_transposes",
+       "move Transposes/Reshapes that keep rows whole across row-wise ops (MatMul by a constant, bias Add) toward the "
+       "view chains around attention, where attention_views absorbs them",
+       true, move_transposes},
       {"fuse_attention",
        "replace MatMul(Q, K) [scale] [+ mask] -> Softmax -> MatMul(., V) by one FusedAttention (scores stay in cache)",
        true, fuse_attention},

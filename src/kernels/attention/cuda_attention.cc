@@ -1,9 +1,10 @@
-// CUDA tactics of the attention family: "cuda_mma" (tensor cores, fp16/bf16) and "cuda_fused"
-// (CUDA cores, any float type). "cuda_fused" runs a FusedAttention step (the
-// fuse_attention pass) as our one kernel (cuda_attention.cu) in fp32, fp16 or bf16 (Q, K, V,
-// the mask and y of one type, as the CUDA precision rewrite leaves them: FusedAttention follows
-// its neighbours into fp16/bf16, builder/precision.cc). Applies when the batch's K and V fit in
-// shared memory (BERT-base: 32 KB per head in fp16).
+// CUDA tactics of the attention family, both our own kernels (cuda_attention.cu) for a
+// FusedAttention step (the fuse_attention pass, operand views from pass.attention_views):
+// "cuda_flash" (tensor cores, fp16/bf16: mma.sync with the scores in registers and an online
+// softmax; head sizes up to 128) and "cuda_fused" (CUDA cores, fp32, fp16 or bf16, any head size
+// whose K and V fit in shared memory: BERT-base needs 32 KB per head in fp16). Q, K, V, the mask
+// and y are of one type, as the CUDA precision rewrite leaves them (FusedAttention follows its
+// neighbours into fp16/bf16, builder/precision.cc).
 #include "backends/cuda/kernel_util.h"
 #include "kernels/attention/geometry.h"
 #include "kernels/elementwise/cuda_kernels.h"
@@ -88,54 +89,10 @@ Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
   });
 }
 
-// ---- cuda_mma: the tensor-core kernel ----
-
-// Warps per block: 4 (64 query rows) while that still gives about two blocks per SM of an H200,
-// fewer for small batches (BERT at batch 1: 12 heads), within the shared-memory limit; 0 when
-// not even one warp's share fits.
-int mma_warps(const AttentionDesc& d) {
-  for (int nw : {4, 2, 1}) {
-    const bool enough_blocks = d.batches * ((d.sq + 16 * nw - 1) / (16 * nw)) >= 256 || nw == 1;
-    if (enough_blocks && cuda::kern::attention_mma_smem_bytes(d, nw) <= kMaxSmem) return nw;
-  }
-  return 0;
-}
-
-Result<Fused> mma_desc(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(Fused f, fused_desc(s));
-  if (f.t == Elem::f32) return not_applicable("fp16 or bf16 only (tensor cores)");
-  const AttentionDesc& d = f.d;
-  if (d.d % 16 || d.dv % 16 || d.sk % 16) return not_applicable("head sizes and key count must be multiples of 16");
-  if (mma_warps(d) == 0) return not_applicable("K, V and one warp's scores need more than 200 KB of shared memory");
-  return f;
-}
-
-Status mma_applies(const StepDesc& s) { return mma_desc(s).status(); }
-
-double mma_cost(const StepDesc& s) {
-  auto f = mma_desc(s);
-  // Tensor cores: ~200 TFLOP/s at these sizes.
-  return f ? attention_cost(*f, 16 * mma_warps(f->d), 2e5) : 1e30;
-}
-
-Result<std::unique_ptr<Kernel>> mma_prepare(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(Fused f, mma_desc(s));
-  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
-  const int nw = mma_warps(f.d);
-  TAC_RETURN_IF_ERROR(
-      cuda::launch_status(cuda::kern::attention_mma_init(f.t, f.d, nw), "tensor-core attention kernel (shared memory limit)"));
-  cudaStream_t st = c->stream;
-  return cuda::make_kernel([f, nw, st](auto in, auto out, void*) {
-    return cuda::launch_status(cuda::kern::attention_mma(f.t, in[0].data, in[1].data, in[2].data,
-                                                         f.mask ? in[3].data : nullptr, out[0].data, f.d, nw, st),
-                               "tensor-core attention kernel");
-  });
-}
-
 // ---- cuda_flash: scores in registers (mma.sync, online softmax) ----
 
-// Warps per block as for cuda_mma: 4 while that leaves about two blocks per SM, fewer for small
-// batches; 0 when K and V do not fit.
+// Warps per block: 4 (64 query rows) while that still gives about two blocks per SM of an H200,
+// fewer for small batches (BERT at batch 1: 12 heads); 0 when K and V do not fit.
 int flash_warps(const AttentionDesc& d) {
   for (int nw : {4, 2, 1}) {
     const bool enough_blocks = d.batches * ((d.sq + 16 * nw - 1) / (16 * nw)) >= 264 || nw == 1;
@@ -183,10 +140,6 @@ std::span<const Tactic> cuda_attention_tactics() {
       {"cuda_fused", ir::OpKind::FusedAttention,
        "own CUDA kernel: scores, softmax and the product with V in one launch (K and V in shared memory, fp32 sums)",
        fused_applies, fused_cost, fused_prepare, Backend::cuda},
-      {"cuda_mma", ir::OpKind::FusedAttention,
-       "own CUDA kernel on tensor cores (WMMA, fp16/bf16, fp32 sums): both products as 16x16 tiles, the softmax "
-       "between them in shared memory",
-       mma_applies, mma_cost, mma_prepare, Backend::cuda},
       {"cuda_flash", ir::OpKind::FusedAttention,
        "own CUDA kernel on tensor cores (mma.sync, fp16/bf16, fp32 sums): the scores stay in registers, online "
        "softmax over chunks of 64 keys",

@@ -1,15 +1,18 @@
-// The fused attention kernel (declared in kernels/elementwise/cuda_kernels.h): one block per
-// (batch, 16 query rows); the batch's K [d][sk] and V [sk][dv] staged in shared memory once per
-// block (16-byte copies); a warp per row: the query row in shared memory, a lane per key for the
-// scores (four keys at a time; scale, mask, then a warp-wide max and sum for the softmax, kept in
-// fp32), a lane per output column for the product with V (two columns, two key halves at a time). At BERT sizes (sq = sk = 128, d = dv = 64) the whole
-// attention of a head is one launch instead of the batched GEMM, softmax, batched GEMM chain
-// (and the scores never leave the SM).
+// The attention kernels (declared in kernels/elementwise/cuda_kernels.h), two tactics:
+// - "cuda_fused" (CUDA cores, fp32/fp16/bf16): one block per (batch, 16 query rows); the batch's
+//   K [d][sk] and V [sk][dv] staged in shared memory once per block (16-byte copies); a warp per
+//   row: the query row in shared memory, a lane per key for the scores (four keys at a time;
+//   scale, mask, then a warp-wide max and sum for the softmax, kept in fp32), a lane per output
+//   column for the product with V (two columns, two key halves at a time).
+// - "cuda_flash" (tensor cores, fp16/bf16): see its section below.
+// At BERT sizes (sq = sk = 128, d = dv = 64) the whole attention of a head is one launch instead
+// of the batched GEMM, softmax, batched GEMM chain (and the scores never leave the SM). Operands
+// are strided views (AttentionDesc): the layouts PyTorch's attention exports produce are read in
+// place (pass.attention_views).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cfloat>
 #include <cstdint>
@@ -163,132 +166,9 @@ __global__ void __launch_bounds__(kBlockThreads) attention_kernel(const T* __res
   }
 }
 
-// ---- the tensor-core kernel (fp16 / bf16) ----
-// One block per (batch, 16 * NW query rows), a warp per 16 rows. K and V of the batch staged in
-// shared memory once per block, the block's Q rows too (zeros past sq). Per warp: S = Q·K as
-// 16x16x16 WMMA tiles (fp32 accumulators) stored to shared memory, the softmax row by row (scale,
-// mask, max, exp in fp32; P rounded to T, the sum kept in fp32), then O = P·V by WMMA, scaled by
-// 1 / sum on the way out. Needs d, dv, sk multiples of 16.
-namespace wmma = nvcuda::wmma;
-
-__host__ __device__ constexpr int64_t round128(int64_t bytes) { return (bytes + 127) / 128 * 128; }
-
-struct MmaSmem {
-  int64_t ks, vs, qs, s, p, total;  // byte offsets of each region, and the size
-};
-__host__ __device__ MmaSmem mma_smem(const AttentionDesc& d, int nw) {
-  const int64_t sw = d.sk > d.dv ? d.sk : d.dv;
-  MmaSmem m;
-  m.ks = 0;
-  m.vs = m.ks + round128(2 * d.d * d.sk);
-  m.qs = m.vs + round128(2 * d.sk * d.dv);
-  m.s = m.qs + round128(2 * 16 * nw * d.d);
-  m.p = m.s + round128(4 * nw * (16 * sw + 16));
-  m.total = m.p + round128(2 * nw * 16 * d.sk);
-  return m;
-}
-
-// One warp's O[16][16 n] = A[16][16 kt] · B[16 kt][16 n] (T, in shared memory; A row-major, B
-// row-major or, with BL = col_major, B's columns contiguous: Bᵀ row-major) as WMMA tiles with fp32
-// accumulators, stored row-major to `o` (leading dim ldo).
-template <class T, class BL = wmma::row_major>
-__device__ void warp_product(const T* a, int lda, const T* b, int ldb, int n, int kt, float* o, int ldo) {
-  constexpr bool kRowMajor = std::is_same_v<BL, wmma::row_major>;
-  for (int j = 0; j < n; ++j) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.f);
-    for (int kk = 0; kk < kt; ++kk) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, BL> fb;
-      wmma::load_matrix_sync(fa, a + kk * 16, lda);
-      wmma::load_matrix_sync(fb, kRowMajor ? b + kk * 16 * ldb + j * 16 : b + j * 16 * ldb + kk * 16, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(o + j * 16, acc, ldo, wmma::mem_row_major);
-  }
-}
-
-// KROWS: K's view has its d dim contiguous (rs == 1: the rows of K before its transpose): K is
-// staged as [sk][d] and read as a column-major B.
-template <class T, int NW, bool KROWS>
-__global__ void __launch_bounds__(NW * 32) attention_mma_kernel(const T* __restrict__ q, const T* __restrict__ k,
-                                                                const T* __restrict__ v, const T* __restrict__ mask,
-                                                                T* __restrict__ y, AttentionDesc d) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  const MmaSmem L = mma_smem(d, NW);
-  const int sk = static_cast<int>(d.sk), dd = static_cast<int>(d.d), dv = static_cast<int>(d.dv);
-  const int sw = sk > dv ? sk : dv;
-  T* ks = reinterpret_cast<T*>(smem_raw + L.ks);
-  T* vs = reinterpret_cast<T*>(smem_raw + L.vs);
-  T* qs = reinterpret_cast<T*>(smem_raw + L.qs);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* S = reinterpret_cast<float*>(smem_raw + L.s) + warp * (16 * sw + 16);
-  float* inv = S + 16 * sw;
-  T* P = reinterpret_cast<T*>(smem_raw + L.p) + warp * 16 * sk;
-  const int64_t b = blockIdx.x;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * NW;
-  if (KROWS) stage<true>(ks, dd, operand(k, d, 1, b), sk, dd, d.cs[1], d.rs[1]);
-  else stage<true>(ks, sk, operand(k, d, 1, b), dd, sk, d.rs[1], d.cs[1]);
-  stage<true>(vs, dv, operand(v, d, 2, b), sk, dv, d.rs[2], d.cs[2]);
-  const int64_t rows = d.sq - row0 < 16 * NW ? d.sq - row0 : 16 * NW;
-  stage<true>(qs, dd, operand(q, d, 0, b) + row0 * d.rs[0], static_cast<int>(rows), dd, d.rs[0], d.cs[0]);
-  __pipeline_commit();
-  for (int64_t i = rows * d.d + threadIdx.x; i < 16 * NW * d.d; i += blockDim.x) qs[i] = T(0.f);
-  __pipeline_wait_prior(0);
-  __syncthreads();
-  const int64_t wrow = row0 + warp * 16;
-  if (wrow >= d.sq) return;  // no block-wide synchronization below
-  if (KROWS) warp_product<T, wmma::col_major>(qs + warp * 16 * dd, dd, ks, dd, sk / 16, dd / 16, S, sw);  // S = Q·K
-  else warp_product(qs + warp * 16 * dd, dd, ks, sk, sk / 16, dd / 16, S, sw);
-  __syncwarp();
-  const int64_t moff = mask ? batch_offset(d, d.mask_bs, b) : 0;
-  for (int r = 0; r < 16; ++r) {
-    const int64_t row = wrow + r;
-    float* sr = S + r * sw;
-    float mx = -FLT_MAX;
-    for (int c = lane; c < sk; c += 32) {
-      float x = sr[c] * d.scale;
-      if (mask && row < d.sq) x += ld(mask, moff + row * d.mask_rs + c * d.mask_cs);
-      sr[c] = x;
-      mx = fmaxf(mx, x);
-    }
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float sum = 0.f;
-    for (int c = lane; c < sk; c += 32) {
-      const float e = expf(sr[c] - mx);
-      P[r * sk + c] = T(e);
-      sum += e;
-    }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) inv[r] = 1.f / sum;
-  }
-  __syncwarp();
-  warp_product(P, sk, vs, dv, dv / 16, sk / 16, S, sw);  // O = P·V, over S (read above)
-  __syncwarp();
-  T* yb = operand(y, d, 3, b);
-  for (int r = 0; r < 16 && wrow + r < d.sq; ++r) {
-    T* yr = yb + (wrow + r) * d.rs[3];
-    for (int c = lane; c < dv; c += 32) st(yr, c * d.cs[3], S[r * sw + c] * inv[r]);
-  }
-}
-
-template <class T, bool KROWS, class F>
-int with_warps(int nw, F&& f) {
-  switch (nw) {
-    case 1: return f(attention_mma_kernel<T, 1, KROWS>);
-    case 2: return f(attention_mma_kernel<T, 2, KROWS>);
-    case 4: return f(attention_mma_kernel<T, 4, KROWS>);
-  }
-  return static_cast<int>(cudaErrorInvalidValue);
-}
-
-// K's rows (its d dim) contiguous and not its columns: the KROWS kernels.
+// K's rows (its d dim) contiguous and not its columns (K before its transpose): the KROWS
+// kernels stage K as [sk][d].
 bool k_rows(const AttentionDesc& d) { return d.cs[1] != 1 && d.rs[1] == 1; }
-
-template <class T, class F>
-int with_kernel(const AttentionDesc& d, int nw, F&& f) {
-  return k_rows(d) ? with_warps<T, true>(nw, f) : with_warps<T, false>(nw, f);
-}
 
 template <class F>
 int with_half(Elem t, F&& f) {
@@ -507,34 +387,6 @@ int with_flash(const AttentionDesc& d, int nw, F&& f) {
 }
 
 }  // namespace
-
-int64_t attention_mma_smem_bytes(const AttentionDesc& d, int warps) { return mma_smem(d, warps).total; }
-
-int attention_mma_init(Elem t, const AttentionDesc& d, int warps) {
-  return with_half(t, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    return with_kernel<T>(d, warps, [&](auto kernel) {
-      return static_cast<int>(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(mma_smem(d, warps).total)));
-    });
-  });
-}
-
-int attention_mma(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y, const AttentionDesc& d,
-                  int warps, void* stream) {
-  if (d.batches <= 0 || d.sq <= 0) return 0;
-  const int64_t rows = 16 * warps;
-  const dim3 grid(static_cast<unsigned>(d.batches), static_cast<unsigned>((d.sq + rows - 1) / rows));
-  return with_half(t, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    return with_kernel<T>(d, warps, [&](auto kernel) {
-      kernel<<<grid, 32 * warps, static_cast<size_t>(mma_smem(d, warps).total), as_stream(stream)>>>(
-          static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(mask),
-          static_cast<T*>(y), d);
-      return launched();
-    });
-  });
-}
 
 int64_t attention_flash_smem_bytes(const AttentionDesc& d, int warps) { return flash_smem(d, warps, k_rows(d)); }
 

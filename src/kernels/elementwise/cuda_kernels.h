@@ -127,13 +127,6 @@ int64_t attention_smem_bytes(Elem t, const AttentionDesc& d);
 int attention_init(Elem t, const AttentionDesc& d);
 int attention(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y, const AttentionDesc& d,
               void* stream);
-// The same on tensor cores (WMMA, fp32 accumulation), fp16 or bf16 only, d, dv and sk multiples
-// of 16: one block per (batch, 16 * warps query rows), warps in {1, 2, 4}; K, V and the block's
-// Q rows in shared memory, the scores and P per warp too (attention_mma_smem_bytes).
-int64_t attention_mma_smem_bytes(const AttentionDesc& d, int warps);
-int attention_mma_init(Elem t, const AttentionDesc& d, int warps);
-int attention_mma(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y, const AttentionDesc& d,
-                  int warps, void* stream);
 // The same with the scores in registers (mma.sync, online softmax over chunks of 64 keys): fp16 or
 // bf16, d and dv multiples of 16 up to 128, sk a multiple of 16; K, V and the block's Q rows in
 // shared memory (attention_flash_smem_bytes).
