@@ -9,7 +9,8 @@
 #                     [--modes eager,compile[,max-autotune]] [--skip-torch] [--skip-tactician] [--models-dir D]
 #   env: TAC_CONFIGS="fp32 fp16 fp16-nographs fp16-cold bf16 fp16-nhwc fp16-nhwc-fused fp16-noattn fp16-iso fp16-tuned"
 #        (which Tactician runs: fp16-nhwc / fp16-nchw add layout.default=nhwc / nchw, fp16-nhwc-fused also pins cuDNN's fused
-#        conv call on every convolution it takes, fp16-noattn turns pass.fuse_attention off, fp16-iso picks each node's
+#        conv call on every convolution it takes, fp16-noattn turns pass.fuse_attention off, fp16-nomove
+#        pass.move_transposes, fp16-iso picks each node's
 #        tactic by timing each alone on the device: builder.selection=isolated), LOW="fp16 bf16"
 #        (checks), BENCH_SECONDS (per Tactician timing, default 1), TORCH_LIMIT (seconds per torch mode),
 #        TUNE_BUDGET (fp16-tuned: `tactician tune --route precision.default=fp16 --budget B`, default 2m),
@@ -101,7 +102,7 @@ print(" ".join(k["name"] + "=cudnn_fused" for k in json.load(sys.stdin) if k["na
     # One plan per route (BERT-base builds take seconds); the cold-L2 run reuses the fp16 plan.
     for run in "fp32|" "fp16|precision.default=fp16" "fp16-nographs|precision.default=fp16 cuda.graphs=off" "bf16|precision.default=bf16" \
                "fp16-nhwc|precision.default=fp16 layout.default=nhwc" "fp16-nchw|precision.default=fp16 layout.default=nchw" "fp16-nhwc-fused|precision.default=fp16 layout.default=nhwc $fused_pins" \
-               "fp16-noattn|precision.default=fp16 pass.fuse_attention=off" \
+               "fp16-noattn|precision.default=fp16 pass.fuse_attention=off" "fp16-nomove|precision.default=fp16 pass.move_transposes=off" \
                "fp16-iso|precision.default=fp16 builder.selection=isolated" "fp16-tuned|$tuned_route"; do
       IFS='|' read -r label route <<< "$run"
       [[ " $configs " == *" $label "* ]] || continue
@@ -112,7 +113,7 @@ print(" ".join(k["name"] + "=cudnn_fused" for k in json.load(sys.stdin) if k["na
     done
     for run in "fp32|fp32|" "fp16|fp16|" "fp16-tuned|fp16-tuned|" "fp16-nographs|fp16-nographs|" "fp16-cold|fp16|--l2-flush" "bf16|bf16|" \
                "fp16-nhwc|fp16-nhwc|" "fp16-nchw|fp16-nchw|" "fp16-nhwc-fused|fp16-nhwc-fused|" "fp16-noattn|fp16-noattn|" \
-               "fp16-iso|fp16-iso|"; do
+               "fp16-nomove|fp16-nomove|" "fp16-iso|fp16-iso|"; do
       IFS='|' read -r label plan flag <<< "$run"
       [[ " $configs " == *" $label "* ]] || continue
       r=$(timeout 120 tactician bench "/tmp/$name-$batch-$plan.plan" --min-seconds ${BENCH_SECONDS:-1} --warmup 10 $flag --json \

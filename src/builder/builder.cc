@@ -49,7 +49,7 @@ Shape shape_of(const ir::ValueType& t) {
 // ---- the global knobs ----
 // Passes off by default on CUDA, and why: fuse_elementwise's FusedElementwise has no CUDA tactic
 // yet. (fuse_attention was off while its only CUDA kernel ran on CUDA cores and lost to the
-// unfused cuBLASLt route; the tensor-core kernels, now cuda_flash, made it the default.)
+// unfused cuBLASLt route; the tensor-core kernels, now cuda_flash_w*, made it the default.)
 const char* cuda_default_off(const std::string& name) {
   if (name == "fuse_elementwise") return " (off by default on CUDA: no CUDA tactic for its fused op yet)";
   return nullptr;

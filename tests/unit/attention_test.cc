@@ -140,8 +140,9 @@ TEST(AttentionTactics, OperandViewsMatchReference) {
   if (!cuda::compiled() || !cuda::device_present()) GTEST_SKIP() << "no CUDA device: CPU tactics only";
   expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_fused", kernels::Backend::cuda),
                      {DType::float32, DType::float16});
-  expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_flash", kernels::Backend::cuda),
-                     {DType::float16, DType::bfloat16});
+  for (const char* name : {"cuda_flash_w1", "cuda_flash_w2", "cuda_flash_w4"})
+    expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, name, kernels::Backend::cuda),
+                       {DType::float16, DType::bfloat16});
 }
 
 TEST(AttentionTactics, CudaFusedMatchesReference) {
@@ -161,34 +162,38 @@ TEST(AttentionTactics, CudaFusedMatchesReference) {
   expect_cases_match(*t, cases, {DType::float32, DType::float16, DType::bfloat16}, 300);
 }
 
-// The tensor-core kernel (cuda_flash): fp16 / bf16 on shapes whose head sizes and key count are
-// multiples of 16, query counts that are not (a warp's last rows padded), every warp count it
-// picks (1, 2 and 4 per block, by the number of blocks), key counts that leave a partial chunk of
+// The tensor-core kernel (cuda_flash_w1/w2/w4, blocks of 1, 2 and 4 warps): fp16 / bf16 on shapes
+// whose head sizes and key count are multiples of 16, query counts that are not (a warp's last
+// rows padded, whole warps idle in the last block), key counts that leave a partial chunk of
 // 64 (48, 80), head sizes up to its limit of 128, broadcast masks; refused in fp32, for a key
 // count that is not a multiple of 16 and for a head size above 128.
 TEST(AttentionTactics, CudaFlashMatchesReference) {
   if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
-  const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_flash", kernels::Backend::cuda);
-  ASSERT_NE(t, nullptr);
+  for (const char* name : {"cuda_flash_w1", "cuda_flash_w2", "cuda_flash_w4"})
+    ASSERT_NE(kernels::find_tactic(ir::OpKind::FusedAttention, name, kernels::Backend::cuda), nullptr) << name;
   if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device on this machine";
   const Case cases[] = {
-      {{1, 12, 128, 64}, {1, 12, 64, 128}, {1, 12, 128, 64}, {1, 1, 1, 128}, 0.125f},     // 1 warp per block
-      {{8, 12, 128, 64}, {8, 12, 64, 128}, {8, 12, 128, 64}, {8, 1, 1, 128}, 0.125f},     // 2
-      {{4, 64, 128, 32}, {4, 64, 32, 128}, {4, 64, 128, 32}, {}, 0.17f},                  // 4
+      {{1, 12, 128, 64}, {1, 12, 64, 128}, {1, 12, 128, 64}, {1, 1, 1, 128}, 0.125f},     // BERT-base, batch 1
+      {{8, 12, 128, 64}, {8, 12, 64, 128}, {8, 12, 128, 64}, {8, 1, 1, 128}, 0.125f},     // batch 8
+      {{4, 64, 128, 32}, {4, 64, 32, 128}, {4, 64, 128, 32}, {}, 0.17f},
       {{2, 2, 37, 64}, {2, 2, 64, 48}, {2, 2, 48, 32}, {2, 1, 37, 48}, 0.125f},           // sq = 37, sk = 48
       {{3, 70, 16}, {3, 16, 256}, {3, 256, 80}, {70, 1}, 0.3f},                           // dv = 80, sk = 256
       {{2, 20, 128}, {2, 128, 80}, {2, 80, 128}, {20, 80}, 0.09f},                        // d = dv = 128, sk = 80
   };
-  expect_cases_match(*t, cases, {DType::float16, DType::bfloat16}, 700);
-  ir::Node n = attention_node(false, 0.5f);
-  for (auto [dt, sk, dh] : {std::tuple{DType::float32, int64_t{64}, int64_t{32}},
-                            std::tuple{DType::float16, int64_t{45}, int64_t{32}},
-                            std::tuple{DType::float16, int64_t{64}, int64_t{144}}}) {
-    std::vector<Tensor> ins = {random_tensor(dt, {2, 8, dh}, 1), random_tensor(dt, {2, dh, sk}, 2),
-                               random_tensor(dt, {2, sk, 32}, 3)};
-    auto r = check_tactic(*t, n, ins, std::vector<bool>(3, false));
-    EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << dtype_name(dt) << " sk=" << sk << " d=" << dh << ": "
-                                                          << r.status.to_string();
+  for (const char* name : {"cuda_flash_w1", "cuda_flash_w2", "cuda_flash_w4"}) {
+    SCOPED_TRACE(name);
+    const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, name, kernels::Backend::cuda);
+    expect_cases_match(*t, cases, {DType::float16, DType::bfloat16}, 700);
+    ir::Node n = attention_node(false, 0.5f);
+    for (auto [dt, sk, dh] : {std::tuple{DType::float32, int64_t{64}, int64_t{32}},
+                              std::tuple{DType::float16, int64_t{45}, int64_t{32}},
+                              std::tuple{DType::float16, int64_t{64}, int64_t{144}}}) {
+      std::vector<Tensor> ins = {random_tensor(dt, {2, 8, dh}, 1), random_tensor(dt, {2, dh, sk}, 2),
+                                 random_tensor(dt, {2, sk, 32}, 3)};
+      auto r = check_tactic(*t, n, ins, std::vector<bool>(3, false));
+      EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << dtype_name(dt) << " sk=" << sk << " d=" << dh << ": "
+                                                            << r.status.to_string();
+    }
   }
 }
 

@@ -345,12 +345,15 @@ TEST(CudaTactics, SoftmaxLayerNormPooling) {
   ir::Node ls = make_node("LogSoftmax", 1, 1, 13);
   EXPECT_EQ(expect_cuda_tactics(ls, {random_tensor(DType::float32, {7, 1000}, 10)}, {false}, 1e-5, 1e-6), 1);
 
-  ir::Node ln = make_node("LayerNormalization", 3, 1, 17);
-  set_attr(ln, "epsilon", 1e-5f);
-  EXPECT_EQ(expect_cuda_tactics(ln, {random_tensor(DType::float32, {2, 9, 257}, 11), random_tensor(DType::float32, {257}, 12),
-                                     random_tensor(DType::float32, {257}, 13)},
-                                {false, true, true}, 1e-5, 1e-5),
-            1);
+  for (int64_t cols : {257, 768, 1024}) {  // the block kernel; a warp per row (up to 1024 fp32 columns)
+    ir::Node ln = make_node("LayerNormalization", 3, 1, 17);
+    set_attr(ln, "epsilon", 1e-5f);
+    EXPECT_EQ(expect_cuda_tactics(ln, {random_tensor(DType::float32, {2, 9, cols}, 11), random_tensor(DType::float32, {cols}, 12),
+                                       random_tensor(DType::float32, {cols}, 13)},
+                                  {false, true, true}, 1e-5, 1e-5),
+              1)
+        << cols;
+  }
 
   for (const char* op : {"MaxPool", "AveragePool"})
     for (int64_t cip : {0, 1}) {
@@ -608,6 +611,18 @@ TEST(CudaTactics, HalfPrecisionTactics) {
                                   {false, true, true, false}, 0, tol),
               1)
         << name;
+    // Our epilogue 16 bytes at a time (48 columns), without a residual; and one element at a
+    // time (45 columns).
+    for (int64_t n : {48, 45}) {
+      ir::Node fg = make_node("FusedMatMul", 3, 1);
+      fg.domain = "tactician";
+      set_attr(fg, "activation", std::string("Gelu"));
+      EXPECT_GE(expect_cuda_tactics(fg, {random_tensor(dt, {3, 5, 40}, 92), random_tensor(dt, {40, n}, 93),
+                                         random_tensor(DType::float32, {n}, 94)},
+                                    {false, true, true}, 0, tol),
+                1)
+          << name << " n=" << n;
+    }
     ir::Node fr = make_node("FusedMatMul", 3, 1);  // bias + ReLU in cuBLASLt's epilogue (bias uploaded in D's type)
     fr.domain = "tactician";
     set_attr(fr, "activation", std::string("Relu"));
@@ -630,10 +645,18 @@ TEST(CudaTactics, HalfPrecisionTactics) {
         << name;
     ir::Node sm = make_node("Softmax", 1, 1, 13);
     EXPECT_EQ(expect_cuda_tactics(sm, {random_tensor(dt, {3, 37, 129}, 95)}, {false}, 0, tol), 1) << name;
-    ir::Node ln = make_node("LayerNormalization", 3, 1, 17);
-    EXPECT_EQ(expect_cuda_tactics(ln, {random_tensor(dt, {2, 9, 257}, 96), random_tensor(dt, {257}, 97), random_tensor(dt, {257}, 98)},
-                                  {false, true, true}, 0, tol),
-              1)
+    // 257 columns: the block kernel; 768 (BERT-base) and 2048 (the limit): a warp per row, 16-byte
+    // loads; 2056: the block kernel again.
+    for (int64_t cols : {257, 768, 2048, 2056}) {
+      ir::Node ln = make_node("LayerNormalization", 3, 1, 17);
+      EXPECT_EQ(expect_cuda_tactics(ln, {random_tensor(dt, {2, 9, cols}, 96), random_tensor(dt, {cols}, 97),
+                                         random_tensor(dt, {cols}, 98)},
+                                    {false, true, true}, 0, tol),
+                1)
+          << name << " cols=" << cols;
+    }
+    ir::Node ln2 = make_node("LayerNormalization", 2, 1, 17);  // no bias
+    EXPECT_EQ(expect_cuda_tactics(ln2, {random_tensor(dt, {5, 64}, 99), random_tensor(dt, {64}, 100)}, {false, true}, 0, tol), 1)
         << name;
   }
   // tf32: a math mode on fp32 tensors (10-bit mantissa operands, fp32 accumulation).

@@ -4,7 +4,7 @@
 //   row: the query row in shared memory, a lane per key for the scores (four keys at a time;
 //   scale, mask, then a warp-wide max and sum for the softmax, kept in fp32), a lane per output
 //   column for the product with V (two columns, two key halves at a time).
-// - "cuda_flash" (tensor cores, fp16/bf16): see its section below.
+// - "cuda_flash_w1/w2/w4" (tensor cores, fp16/bf16): see its section below.
 // At BERT sizes (sq = sk = 128, d = dv = 64) the whole attention of a head is one launch instead
 // of the batched GEMM, softmax, batched GEMM chain (and the scores never leave the SM). Operands
 // are strided views (AttentionDesc): the layouts PyTorch's attention exports produce are read in
@@ -184,8 +184,9 @@ int with_half(Elem t, F&& f) {
 // softmax on those registers (each row's max and sum over the four lanes that hold it: running
 // max, rescaled sums and output, in fp32, exp2 with log2(e) folded into the scale), P packed to
 // T straight from the accumulators into the A fragments of O += P·V (V's B fragments by
-// ldmatrix.trans). The scores never leave the registers. Needs d, dv <= 128, d, dv and sk
-// multiples of 16.
+// ldmatrix.trans). The scores never leave the registers. K and V arrive in one cp.async group
+// per chunk, so the first chunk's work overlaps the staging of the rest. Needs d, dv <= 128, d,
+// dv and sk multiples of 16.
 __host__ __device__ constexpr int flash_ld(int n) { return n + 8; }
 
 __host__ __device__ inline int64_t flash_smem(const AttentionDesc& d, int nw, bool krows) {
@@ -245,23 +246,30 @@ __global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __res
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.x;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * NW;
-  if (KROWS) stage<true>(ks, ldk, operand(k, d, 1, b), sk, dd, d.cs[1], d.rs[1]);  // [sk][d]
-  else stage<true>(ks, ldk, operand(k, d, 1, b), dd, sk, d.rs[1], d.cs[1]);       // [d][sk]
-  stage<true>(vs, ldv, operand(v, d, 2, b), sk, dv, d.rs[2], d.cs[2]);
+  // The block's Q rows with the first chunk of 64 keys (K and V) in one cp.async group, each
+  // further chunk in its own: the first chunk's products run while the rest is in flight.
   const int rows = static_cast<int>(d.sq - row0 < 16 * NW ? d.sq - row0 : 16 * NW);
   stage<true>(qs, ldq, operand(q, d, 0, b) + row0 * d.rs[0], rows, dd, d.rs[0], d.cs[0]);
-  __pipeline_commit();
+  const int chunks = (sk + 63) / 64;
+  for (int c0 = 0; c0 < sk; c0 += 64) {
+    const int n = sk - c0 < 64 ? sk - c0 : 64;
+    const T* kc = operand(k, d, 1, b) + c0 * d.cs[1];
+    if (KROWS) stage<true>(ks + c0 * ldk, ldk, kc, n, dd, d.cs[1], d.rs[1]);  // [sk][d]
+    else stage<true>(ks + c0, ldk, kc, dd, n, d.rs[1], d.cs[1]);              // [d][sk]
+    stage<true>(vs + c0 * ldv, ldv, operand(v, d, 2, b) + c0 * d.rs[2], n, dv, d.rs[2], d.cs[2]);
+    __pipeline_commit();
+  }
   for (int i = rows * dd + threadIdx.x; i < 16 * NW * dd; i += blockDim.x) qs[(i / dd) * ldq + i % dd] = T(0.f);
-  __pipeline_wait_prior(0);
-  __syncthreads();
   const int64_t wrow = row0 + warp * 16;
-  if (wrow >= d.sq) return;  // no block-wide synchronization below
+  const bool active = wrow < d.sq;  // idle warps of the last block still join the barriers below
   // Q's A fragments, all of d.
+  __pipeline_wait_prior(chunks - 1);
+  __syncthreads();
   const T* qw = qs + warp * 16 * ldq;
   uint32_t qa[8][4];
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk)
-    if (kk < dd / 16) {
+    if (active && kk < dd / 16) {
       qa[kk][0] = lds32(qw + g * ldq + kk * 16 + 2 * t);
       qa[kk][1] = lds32(qw + (g + 8) * ldq + kk * 16 + 2 * t);
       qa[kk][2] = lds32(qw + g * ldq + kk * 16 + 8 + 2 * t);
@@ -276,6 +284,11 @@ __global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __res
 #pragma unroll
   for (int n = 0; n < 16; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   for (int c0 = 0; c0 < sk; c0 += 64) {
+    if (c0 > 0) {  // this chunk's K and V
+      __pipeline_wait_prior(chunks - 1 - c0 / 64);
+      __syncthreads();
+    }
+    if (!active) continue;
     const int tiles = sk - c0 < 64 ? (sk - c0) / 8 : 8;  // n8 tiles of keys in this chunk (even)
     float s[8][4];
 #pragma unroll
@@ -349,6 +362,7 @@ __global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __res
           }
       }
   }
+  if (!active) return;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
@@ -361,12 +375,17 @@ __global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __res
     const int64_t row = h ? r_hi : r_lo;
     if (row >= d.sq) continue;
     T* yr = yb + row * d.rs[3];
+    const bool pairs = d.cs[3] == 1 && reinterpret_cast<uintptr_t>(yr) % 4 == 0;  // two columns per 4-byte store
 #pragma unroll
     for (int n = 0; n < 16; ++n)
       if (n < dv / 8) {
         const int64_t c = n * 8 + 2 * t;
-        st(yr, c * d.cs[3], o[n][2 * h] * l[h]);
-        st(yr, (c + 1) * d.cs[3], o[n][2 * h + 1] * l[h]);
+        if (pairs) {
+          *reinterpret_cast<uint32_t*>(yr + c) = pack2<T>(o[n][2 * h] * l[h], o[n][2 * h + 1] * l[h]);
+        } else {
+          st(yr, c * d.cs[3], o[n][2 * h] * l[h]);
+          st(yr, (c + 1) * d.cs[3], o[n][2 * h + 1] * l[h]);
+        }
       }
   }
 }
