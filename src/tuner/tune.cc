@@ -398,10 +398,16 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     pool = own_pool.get();
   }
   TAC_RETURN_IF_ERROR(pool->share_data(work + "/data"));
-  auto job_of = [&](std::vector<EvalRequest> requests) {
+  // A search candidate's time limit: --timeout, but at most 10x what evaluating the default route
+  // took (30 s at least), set once that is measured. A point whose engine is far slower (a host
+  // fallback on every GEMM, say) is known to lose long before it finishes timing, and on a large
+  // model one such point could otherwise hold an evaluator for minutes, past the whole budget.
+  double candidate_timeout_s = opts.limits.timeout_s;
+  auto job_of = [&](std::vector<EvalRequest> requests, bool candidate = false) {
     EvalJob job;
     job.requests = std::move(requests);
     job.limits = opts.limits;
+    if (candidate) job.limits.timeout_s = candidate_timeout_s;
     return job;
   };
   // One evaluation on the reference evaluator, nothing else in flight (before and after the search).
@@ -516,6 +522,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (r.status != "ok") return internal_error("re-measuring the default route failed: " + r.reason);
     TAC_RETURN_IF_ERROR(record(def.id, "rung1", r));
     entries[incumbent].score.push_back(r.median_ms);
+    candidate_timeout_s = std::min(opts.limits.timeout_s, std::max(30.0, 10.0 * r.wall_s));
   }
   // Several evaluators (MPI ranks, one GPU or core set each) need not run at one speed: each
   // times the default once, all at the same time, and their cheap and rung times are scaled to
@@ -669,9 +676,10 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   bool refine_pending = false;
   auto submit = [&](InFlight f, std::vector<EvalRequest> requests) -> Status {
     const uint64_t t = next_ticket++;
-    if (f.kind == JobKind::candidate) ++candidates_in_flight;
+    const bool candidate = f.kind == JobKind::candidate;
+    if (candidate) ++candidates_in_flight;
     inflight[t] = std::move(f);
-    return pool->submit(t, job_of(std::move(requests)), false);
+    return pool->submit(t, job_of(std::move(requests), candidate), false);
   };
   // Dispatches the evaluation of a route (and of the point `p` of `hist`'s space mapping to it),
   // unless the database has it or it is in flight already.

@@ -202,6 +202,30 @@ TEST(BuilderKnobSpace, DeclaresGlobalPassAndTacticKnobsWithValidDefaults) {
   EXPECT_EQ(builder::RouteView(r, space).get_int("builder.prune"), 3);
 }
 
+// The reference fallback stays a value (pinnable) but is not searched where a real kernel
+// applies; a node whose only kernel is the reference still searches it.
+TEST(BuilderKnobSpace, TheReferenceFallbackIsPinnableButNotSearched) {
+  ir::Model m = small_model();
+  KnobSpace space = space_of(m);
+  for (const char* node : {"conv0", "mm0"}) {
+    const builder::Knob* k = space.find(std::string("tactic.") + node);
+    ASSERT_NE(k, nullptr) << node;
+    EXPECT_NE(std::find(k->values.begin(), k->values.end(), "reference"), k->values.end()) << node;
+    ASSERT_GE(k->search_values.size(), 2u) << node;
+    EXPECT_EQ(std::find(k->search_values.begin(), k->search_values.end(), "reference"), k->search_values.end()) << node;
+  }
+  ModelBuilder mb(17);  // Det: only the reference kernel computes it
+  mb.input("a", 1, {"2", "3", "3"});
+  mb.node("Det", {"a"}, {"d"}, "det0");
+  mb.output("d", 1, {});
+  auto model = mb.load();
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  KnobSpace only_ref = space_of(*model);
+  const builder::Knob* k = only_ref.find("tactic.det0");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->search_values, (std::vector<std::string>{"auto", "reference"}));
+}
+
 TEST(BuilderKnobSpace, JsonListsEveryKnob) {
   ir::Model m = small_model();
   KnobSpace space = space_of(m);
