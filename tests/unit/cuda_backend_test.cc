@@ -49,6 +49,15 @@ TEST(CudaBackend, BackendNamesParseAndBadNamesAreErrors) {
   EXPECT_EQ(builder::backend_of_device(builder::device_fingerprint()), Backend::cpu);
 }
 
+// cuBLASLt is not linked but opened at first use (dlopen): the version line loads it, and in a
+// CUDA build (the toolkit is where the build found it) it must load, no device needed.
+TEST(CudaBackend, CublasLtLoadsAtFirstUse) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  const std::string v = cuda::library_versions();
+  EXPECT_NE(v.find("cuBLASLt 1"), std::string::npos) << v;
+  EXPECT_EQ(v.find("not loadable"), std::string::npos) << v;
+}
+
 TEST(CudaBackend, TablesSeparateTheBackends) {
   for (int i = 0; i < ir::kNumOps; ++i) {
     auto op = static_cast<ir::OpKind>(i);

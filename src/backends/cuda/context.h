@@ -25,6 +25,15 @@ Result<Context*> context();
 // Tactic::applies use this to consult the libraries' heuristics); nullptr otherwise.
 Context* context_if_available();
 
+// cuBLASLt is opened with dlopen at first use (context creation), not linked: its half-gigabyte
+// library costs every process that links it ~0.5 s of relocations at start (25,000 page faults
+// on the 2-core VM), which every tuner candidate, CPU ones included, would pay. The error names
+// the library and dlerror's reason; a symbol this build calls and the library lacks is an error
+// too (a cuBLASLt older than the headers).
+Status load_cublaslt();
+// The cuBLASLt function `name` (after load_cublaslt() succeeded); nullptr otherwise.
+void* cublaslt_symbol(const char* name);
+
 Status cuda_status(cudaError_t e, const char* call);
 Status cublas_status(cublasStatus_t e, const char* call);
 Status cudnn_status(cudnnStatus_t e, const char* call);
@@ -43,3 +52,6 @@ Status cudnn_status(cudnnStatus_t e, const char* call);
   do {                                                                                              \
     if (cudnnStatus_t tac_e_ = (expr); tac_e_ != CUDNN_STATUS_SUCCESS) return ::tac::cuda::cudnn_status(tac_e_, #expr); \
   } while (0)
+
+// The cuBLASLt function `f` (declared by cublasLt.h, resolved once per call site).
+#define TAC_LT(f) ([] { static const auto tac_p_ = reinterpret_cast<decltype(&f)>(::tac::cuda::cublaslt_symbol(#f)); return tac_p_; }())

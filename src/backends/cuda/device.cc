@@ -1,4 +1,5 @@
 // The CUDA backend's device, context, memory and copies (CUDA builds; see device.h).
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,39 @@ Status cudnn_status(cudnnStatus_t e, const char* call) {
 bool compiled() { return true; }
 
 namespace {
+// Every cuBLASLt function the backend calls (TAC_LT call sites), checked at load.
+constexpr const char* kLtFunctions[] = {
+    "cublasLtCreate", "cublasLtGetVersion", "cublasLtMatmul", "cublasLtMatmulAlgoGetHeuristic",
+    "cublasLtMatmulDescCreate", "cublasLtMatmulDescDestroy", "cublasLtMatmulDescSetAttribute",
+    "cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceDestroy", "cublasLtMatmulPreferenceSetAttribute",
+    "cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutDestroy", "cublasLtMatrixLayoutSetAttribute"};
+void* g_lt = nullptr;
+}  // namespace
+
+Status load_cublaslt() {
+  static std::once_flag once;
+  static Status result = Status::ok();
+  std::call_once(once, [] {
+    const std::string lib = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* why = dlerror();
+      result = unsupported("cannot load " + lib + " (cuBLASLt, for the CUDA backend): " + (why ? why : "dlopen failed"));
+      return;
+    }
+    for (const char* f : kLtFunctions)
+      if (!dlsym(h, f)) {
+        result = unsupported(lib + " lacks " + f + " (a cuBLASLt older than this build's headers)");
+        return;
+      }
+    g_lt = h;
+  });
+  return result;
+}
+
+void* cublaslt_symbol(const char* name) { return g_lt ? dlsym(g_lt, name) : nullptr; }
+
+namespace {
 Context* g_context = nullptr;
 std::mutex g_mutex;
 
@@ -35,7 +69,8 @@ Status create_context(Context& c) {
   TAC_CUDA_CALL(cudaSetDevice(c.device));
   TAC_CUDA_CALL(cudaGetDeviceProperties(&c.prop, c.device));
   TAC_CUDA_CALL(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-  TAC_CUBLAS_CALL(cublasLtCreate(&c.lt));
+  TAC_RETURN_IF_ERROR(load_cublaslt());
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtCreate)(&c.lt));
   TAC_CUDNN_CALL(cudnnCreate(&c.dnn));
   TAC_CUDNN_CALL(cudnnSetStream(c.dnn, c.stream));
   return Status::ok();
@@ -103,8 +138,9 @@ std::string library_versions() {
   cudaRuntimeGetVersion(&rt);
   cudaDriverGetVersion(&drv);
   auto v = [](int x) { return std::to_string(x / 1000) + "." + std::to_string(x % 1000 / 10); };
+  const std::string lt = load_cublaslt().is_ok() ? std::to_string(TAC_LT(cublasLtGetVersion)()) : "not loadable";
   return "CUDA runtime " + v(rt) + " (built with " + v(CUDART_VERSION) + "), driver API " + v(drv) + ", cuBLASLt " +
-         std::to_string(cublasLtGetVersion()) + ", cuDNN " + std::to_string(cudnnGetVersion()) + " (built with " +
+         lt + ", cuDNN " + std::to_string(cudnnGetVersion()) + " (built with " +
          std::to_string(CUDNN_VERSION) + ")";
 }
 

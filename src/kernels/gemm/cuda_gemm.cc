@@ -125,11 +125,11 @@ struct LtDescs {
   LtDescs(const LtDescs&) = delete;
   LtDescs& operator=(const LtDescs&) = delete;
   ~LtDescs() {
-    if (op) cublasLtMatmulDescDestroy(op);
-    if (x) cublasLtMatrixLayoutDestroy(x);
-    if (y) cublasLtMatrixLayoutDestroy(y);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (op) TAC_LT(cublasLtMatmulDescDestroy)(op);
+    if (x) TAC_LT(cublasLtMatrixLayoutDestroy)(x);
+    if (y) TAC_LT(cublasLtMatrixLayoutDestroy)(y);
+    if (d) TAC_LT(cublasLtMatrixLayoutDestroy)(d);
+    if (c) TAC_LT(cublasLtMatrixLayoutDestroy)(c);
   }
   cublasLtMatrixLayout_t c_or_d() const { return c ? c : d; }
 };
@@ -137,31 +137,31 @@ struct LtDescs {
 Status set_batch(cublasLtMatrixLayout_t l, int64_t batches, int64_t stride) {
   if (batches <= 1) return Status::ok();
   int32_t count = static_cast<int32_t>(batches);
-  TAC_CUBLAS_CALL(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-  TAC_CUBLAS_CALL(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutSetAttribute)(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutSetAttribute)(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
   return Status::ok();
 }
 
 Status make_descs(const LtProblem& q, LtDescs& ds) {
   const gemm::Problem& p = q.p;
-  TAC_CUBLAS_CALL(cublasLtMatmulDescCreate(&ds.op, q.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescCreate)(&ds.op, q.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t tx = q.b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, ty = q.a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx));
-  TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &ty, sizeof ty));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescSetAttribute)(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescSetAttribute)(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &ty, sizeof ty));
   cublasLtEpilogue_t ep = q.lt_bias ? (q.lt_relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                     : (q.lt_relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-  TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescSetAttribute)(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
   // Stored (column-major) shapes: our B^T is N x K (or K x N when transposed); our A^T is K x M
   // (or M x K); D is N x M.
   const cudaDataType_t dt = cuda_type(q.t);
-  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.x, dt, q.b_trans ? p.K : p.N, q.b_trans ? p.N : p.K, q.ldb));
-  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.y, dt, q.a_trans ? p.M : p.K, q.a_trans ? p.K : p.M, q.lda));
-  TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.d, dt, p.N, p.M, p.N));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.x, dt, q.b_trans ? p.K : p.N, q.b_trans ? p.N : p.K, q.ldb));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.y, dt, q.a_trans ? p.M : p.K, q.a_trans ? p.K : p.M, q.lda));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.d, dt, p.N, p.M, p.N));
   TAC_RETURN_IF_ERROR(set_batch(ds.x, p.batches, q.b_stride));
   TAC_RETURN_IF_ERROR(set_batch(ds.y, p.batches, q.a_stride));
   TAC_RETURN_IF_ERROR(set_batch(ds.d, p.batches, p.M * p.N));
   if (q.lt_res) {
-    TAC_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&ds.c, dt, p.N, p.M, p.res_rs));
+    TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.c, dt, p.N, p.M, p.res_rs));
     TAC_RETURN_IF_ERROR(set_batch(ds.c, p.batches, q.r_stride));
   }
   return Status::ok();
@@ -169,17 +169,17 @@ Status make_descs(const LtProblem& q, LtDescs& ds) {
 
 Result<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cuda::Context& c, const LtDescs& ds) {
   cublasLtMatmulPreference_t pref = nullptr;
-  TAC_CUBLAS_CALL(cublasLtMatmulPreferenceCreate(&pref));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulPreferenceCreate)(&pref));
   size_t ws = kMaxWorkspace;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  TAC_LT(cublasLtMatmulPreferenceSetAttribute)(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   // fp32 accumulation throughout: no split-K whose partial sums are reduced in the output type
   // (fp16 / bf16 there; seen on an H200 as errors of one fp16 ulp of the partial sums).
   uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof reduction);
+  TAC_LT(cublasLtMatmulPreferenceSetAttribute)(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof reduction);
   std::vector<cublasLtMatmulHeuristicResult_t> r(kMaxAlgos);
   int n = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c.lt, ds.op, ds.x, ds.y, ds.c_or_d(), ds.d, pref, kMaxAlgos, r.data(), &n);
-  cublasLtMatmulPreferenceDestroy(pref);
+  cublasStatus_t st = TAC_LT(cublasLtMatmulAlgoGetHeuristic)(c.lt, ds.op, ds.x, ds.y, ds.c_or_d(), ds.d, pref, kMaxAlgos, r.data(), &n);
+  TAC_LT(cublasLtMatmulPreferenceDestroy)(pref);
   if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) return cuda::cublas_status(st, "cublasLtMatmulAlgoGetHeuristic");
   r.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(n) : 0);
   return r;
@@ -252,10 +252,10 @@ class LtKernel final : public Kernel {
     const float alpha = p.alpha, beta = q_.lt_res ? p.res_scale : 0.0f;
     const void* bias = bias_.get() ? bias_.get() : p.bias_input >= 0 ? in[static_cast<size_t>(p.bias_input)].data : nullptr;
     if (q_.lt_bias)
-      TAC_CUBLAS_CALL(cublasLtMatmulDescSetAttribute(ds_.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+      TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescSetAttribute)(ds_.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     void* y = out[0].data;
     const void* c = q_.lt_res ? in[static_cast<size_t>(p.res_input)].data : y;
-    TAC_CUBLAS_CALL(cublasLtMatmul(c_->lt, ds_.op, &alpha, in[1].data, ds_.x, in[0].data, ds_.y, &beta, c, ds_.c_or_d(), y,
+    TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmul)(c_->lt, ds_.op, &alpha, in[1].data, ds_.x, in[0].data, ds_.y, &beta, c, ds_.c_or_d(), y,
                                    ds_.d, &algo_.algo, ws, algo_.workspaceSize, c_->stream));
     if (!q_.own_epilogue) return Status::ok();
     cuda::kern::EpilogueDesc e;
