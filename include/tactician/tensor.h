@@ -74,6 +74,9 @@ class Tensor {
   // A tensor over memory owned by someone else (the engine's arena, a caller's buffer). The
   // memory must outlive the tensor and every copy of it.
   static Tensor wrap(void* data, DType dtype, Shape shape);
+  // A tensor owning `bytes` as its storage, without a copy (a model's weights as the protobuf
+  // parser read them); fails when the size does not match dtype and shape.
+  static Result<Tensor> adopt(std::unique_ptr<std::string> bytes, DType dtype, Shape shape);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

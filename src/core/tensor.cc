@@ -3,6 +3,8 @@
 
 #include "tactician/tensor.h"
 
+#include <cstddef>
+
 namespace tac {
 
 int64_t shape_numel(const Shape& s) {
@@ -38,6 +40,28 @@ Result<Tensor> Tensor::create(DType dtype, Shape shape) {
   t.numel_ = n;
   // Always allocate at least one byte so that raw() of an empty tensor is a valid pointer.
   t.data_ = std::shared_ptr<std::byte[]>(new std::byte[std::max<size_t>(1, static_cast<size_t>(n) * es)]());
+  return t;
+}
+
+Result<Tensor> Tensor::adopt(std::unique_ptr<std::string> bytes, DType dtype, Shape shape) {
+  const size_t es = dtype_size(dtype);
+  const int64_t n = shape_numel(shape);
+  if (es == 0 || n < 0 || !bytes || bytes->size() != static_cast<size_t>(n) * es)
+    return invalid_model("tensor of shape " + shape_to_string(shape) + " and type " + dtype_name(dtype) + " cannot own " +
+                         std::to_string(bytes ? bytes->size() : 0) + " bytes");
+  // The buffer of a string long enough to live on the heap is operator new's (aligned as
+  // create()'s); a short one lives inside the string object: copy those.
+  if (bytes->size() < 64 || reinterpret_cast<uintptr_t>(bytes->data()) % alignof(std::max_align_t) != 0) {
+    TAC_ASSIGN_OR_RETURN(Tensor t, create(dtype, std::move(shape)));
+    std::memcpy(t.raw(), bytes->data(), bytes->size());
+    return t;
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numel_ = n;
+  t.shape_ = std::move(shape);
+  std::shared_ptr<std::string> owner(std::move(bytes));
+  t.data_ = std::shared_ptr<std::byte[]>(reinterpret_cast<std::byte*>(owner->data()), [owner](std::byte*) { (void)owner; });  // the string lives as long as the last copy
   return t;
 }
 

@@ -24,6 +24,8 @@ class Importer {
   // `outer` lists the names visible from enclosing graphs (empty for the main graph).
   Status convert_graph(const onnx::GraphProto& gp, const std::set<std::string>& outer, ir::Graph& g,
                        int depth);
+  // The main graph when the importer may take its initializers' bytes (its own parse of a file).
+  onnx::GraphProto* consumable = nullptr;
 
  private:
   Status convert_attribute(const onnx::AttributeProto& ap, const std::set<std::string>& scope,
@@ -103,12 +105,15 @@ Status Importer::convert_graph(const onnx::GraphProto& gp, const std::set<std::s
   const std::string gwhere = depth == 0 ? std::string() : "subgraph '" + gp.name() + "': ";
   if (gp.sparse_initializer_size() > 0) return unsupported(gwhere + "sparse initializers are not supported");
 
-  for (const auto& tp : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const onnx::TensorProto& tp = gp.initializer(i);
     if (tp.name().empty()) return invalid_model(gwhere + "an initializer has no name");
     int v = g.get_or_add_value(tp.name());
     if (g.values[static_cast<size_t>(v)].initializer)
       return invalid_model(gwhere + "initializer '" + tp.name() + "' is defined twice");
-    TAC_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(tp, base_dir_, gwhere + "initializer '" + tp.name() + "'"));
+    const std::string what = gwhere + "initializer '" + tp.name() + "'";
+    TAC_ASSIGN_OR_RETURN(Tensor t, &gp == consumable ? take_tensor_from_proto(*consumable->mutable_initializer(i), base_dir_, what)
+                                                     : tensor_from_proto(tp, base_dir_, what));
     ir::Value& val = g.values[static_cast<size_t>(v)];
     val.type.dtype = t.dtype();
     val.type.has_shape = true;
@@ -235,7 +240,8 @@ struct Fnv {
   }
 };
 
-Result<ir::Model> model_from_proto(const onnx::ModelProto& mp, const std::string& hash, const std::string& label,
+// `mp` is consumed when non-const access is given (`consume`): initializer bytes move into the tensors.
+Result<ir::Model> model_from_proto(onnx::ModelProto& mp, bool consume, const std::string& hash, const std::string& label,
                                    const std::string& base_dir) {
   if (!mp.has_graph()) return invalid_model(label + ": the model has no graph");
   ir::Model m;
@@ -249,6 +255,7 @@ Result<ir::Model> model_from_proto(const onnx::ModelProto& mp, const std::string
     // Model-local functions are not expanded yet; nodes calling them report as unsupported ops.
   }
   Importer imp(label, base_dir, m.opsets);
+  if (consume) imp.consumable = mp.mutable_graph();
   Status st = imp.convert_graph(mp.graph(), {}, m.graph, 0);
   if (!st) return st.with_context(label + ": ");
   return m;
@@ -263,12 +270,12 @@ Result<ir::Model> load_model_from_bytes(const std::string& bytes, const std::str
   if (!mp.ParseFromString(bytes)) return invalid_model(label + ": not an ONNX model (protobuf parse failed)");
   Fnv h;
   h.add(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
-  return model_from_proto(mp, h.hex(), label, base_dir);
+  return model_from_proto(mp, false, h.hex(), label, base_dir);
 }
 
-// The file is hashed in 1 MB pieces and parsed straight from the descriptor: the weights are
-// copied twice (into the protobuf, then into our tensors) instead of four or five times through
-// a whole-file string. Every page a copy touches first is a page fault, and on the VMs these
+// The file is hashed in 1 MB pieces and parsed straight from the descriptor, and the parsed
+// weights move into our tensors: they are copied once (by the parser) instead of four or five
+// times through a whole-file string. Every page a copy touches first is a page fault, and on the VMs these
 // run on a fault costs ~10 us: loading BERT-base (410 MB) took seconds per tuner candidate.
 Result<ir::Model> load_model(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
@@ -284,7 +291,7 @@ Result<ir::Model> load_model(const std::string& path) {
   if (!mp.ParseFromFileDescriptor(fileno(f.get())))
     return invalid_model(path + ": not an ONNX model (protobuf parse failed)");
   std::string dir = std::filesystem::path(path).parent_path().string();
-  return model_from_proto(mp, h.hex(), path, dir.empty() ? "." : dir);
+  return model_from_proto(mp, true, h.hex(), path, dir.empty() ? "." : dir);
 }
 
 }  // namespace tac::io

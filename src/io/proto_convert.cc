@@ -99,6 +99,21 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
   return t;
 }
 
+Result<Tensor> take_tensor_from_proto(onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  if (!p.has_raw_data() || p.data_location() == onnx::TensorProto::EXTERNAL || !dtype_supported(p.data_type()))
+    return tensor_from_proto(p, base_dir, what);
+  Shape shape(p.dims().begin(), p.dims().end());
+  for (int64_t d : shape)
+    if (d < 0) return invalid_model(what + ": negative dimension in " + shape_to_string(shape));
+  const DType dt = static_cast<DType>(p.data_type());
+  const int64_t n = shape_numel(shape);
+  if (n < 0 || p.raw_data().size() != static_cast<size_t>(n) * dtype_size(dt))
+    return tensor_from_proto(p, base_dir, what);  // its error names the sizes
+  auto t = Tensor::adopt(std::unique_ptr<std::string>(p.release_raw_data()), dt, std::move(shape));
+  if (!t) return t.status().with_context(what + ": ");
+  return t;
+}
+
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
   p->Clear();
   p->set_name(name);

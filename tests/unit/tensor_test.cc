@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <memory>
+#include <string>
+
 #include <cmath>
 
 #include "tactician/tensor.h"
@@ -35,6 +39,31 @@ TEST(Tensor, CreateRejectsAbsurdShapes) {
   ASSERT_TRUE(t.is_ok());
   EXPECT_EQ(t->numel(), 6);
   EXPECT_EQ(t->bytes(), 48u);
+}
+
+// adopt() takes a string's bytes as storage without a copy (long strings), copies short ones
+// (their bytes live inside the string object), and refuses a size that does not match.
+TEST(Tensor, AdoptOwnsTheBytesOrSaysWhyNot) {
+  for (int64_t n : {64, 3}) {
+    auto bytes = std::make_unique<std::string>(static_cast<size_t>(n) * 4, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = 0.5f * static_cast<float>(i) - 7.0f;
+      std::memcpy(bytes->data() + i * 4, &f, 4);
+    }
+    const char* storage = bytes->data();
+    auto t = Tensor::adopt(std::move(bytes), DType::float32, {n});
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    EXPECT_EQ(t->numel(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(t->data<float>()[i], 0.5f * static_cast<float>(i) - 7.0f) << i;
+    if (n == 64) {
+      EXPECT_EQ(static_cast<const void*>(t->raw()), static_cast<const void*>(storage)) << "not adopted";
+    }
+    Tensor copy = *t;  // shares the storage, which outlives the original
+    t = Result<Tensor>(Tensor());
+    EXPECT_EQ(copy.data<float>()[n - 1], 0.5f * static_cast<float>(n - 1) - 7.0f);
+  }
+  EXPECT_FALSE(Tensor::adopt(std::make_unique<std::string>(100, 'x'), DType::float32, {64}).is_ok());
+  EXPECT_FALSE(Tensor::adopt(nullptr, DType::float32, {1}).is_ok());
 }
 
 TEST(Tensor, SetGetConvertsAndSaturates) {
