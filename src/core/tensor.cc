@@ -47,8 +47,8 @@ Result<Tensor> Tensor::adopt(std::unique_ptr<std::string> bytes, DType dtype, Sh
   const size_t es = dtype_size(dtype);
   const int64_t n = shape_numel(shape);
   if (es == 0 || n < 0 || !bytes || bytes->size() != static_cast<size_t>(n) * es)
-    return invalid_model("tensor of shape " + shape_to_string(shape) + " and type " + dtype_name(dtype) + " cannot own " +
-                         std::to_string(bytes ? bytes->size() : 0) + " bytes");
+    return invalid_model("tensor of shape " + shape_to_string(shape) + " and type " + dtype_name(dtype) +
+                         " cannot own " + std::to_string(bytes ? bytes->size() : 0) + " bytes");
   // The buffer of a string long enough to live on the heap is operator new's (aligned as
   // create()'s); a short one lives inside the string object: copy those.
   if (bytes->size() < 64 || reinterpret_cast<uintptr_t>(bytes->data()) % alignof(std::max_align_t) != 0) {
@@ -60,8 +60,10 @@ Result<Tensor> Tensor::adopt(std::unique_ptr<std::string> bytes, DType dtype, Sh
   t.dtype_ = dtype;
   t.numel_ = n;
   t.shape_ = std::move(shape);
+  // The deleter holds the string: it lives as long as the last copy of the tensor.
   std::shared_ptr<std::string> owner(std::move(bytes));
-  t.data_ = std::shared_ptr<std::byte[]>(reinterpret_cast<std::byte*>(owner->data()), [owner](std::byte*) { (void)owner; });  // the string lives as long as the last copy
+  t.data_ = std::shared_ptr<std::byte[]>(reinterpret_cast<std::byte*>(owner->data()),
+                                         [owner](std::byte*) { (void)owner; });
   return t;
 }
 

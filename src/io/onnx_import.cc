@@ -3,10 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <vector>
-#include <fstream>
 #include <set>
-#include <sstream>
+#include <vector>
 
 #include "io/proto_convert.h"
 
@@ -112,8 +110,9 @@ Status Importer::convert_graph(const onnx::GraphProto& gp, const std::set<std::s
     if (g.values[static_cast<size_t>(v)].initializer)
       return invalid_model(gwhere + "initializer '" + tp.name() + "' is defined twice");
     const std::string what = gwhere + "initializer '" + tp.name() + "'";
-    TAC_ASSIGN_OR_RETURN(Tensor t, &gp == consumable ? take_tensor_from_proto(*consumable->mutable_initializer(i), base_dir_, what)
-                                                     : tensor_from_proto(tp, base_dir_, what));
+    TAC_ASSIGN_OR_RETURN(Tensor t, &gp == consumable
+                                       ? take_tensor_from_proto(*consumable->mutable_initializer(i), base_dir_, what)
+                                       : tensor_from_proto(tp, base_dir_, what));
     ir::Value& val = g.values[static_cast<size_t>(v)];
     val.type.dtype = t.dtype();
     val.type.has_shape = true;
@@ -240,9 +239,9 @@ struct Fnv {
   }
 };
 
-// `mp` is consumed when non-const access is given (`consume`): initializer bytes move into the tensors.
-Result<ir::Model> model_from_proto(onnx::ModelProto& mp, bool consume, const std::string& hash, const std::string& label,
-                                   const std::string& base_dir) {
+// With `consume`, the main graph's initializer bytes move out of `mp` into the tensors.
+Result<ir::Model> model_from_proto(onnx::ModelProto& mp, bool consume, const std::string& hash,
+                                   const std::string& label, const std::string& base_dir) {
   if (!mp.has_graph()) return invalid_model(label + ": the model has no graph");
   ir::Model m;
   m.path = label;
@@ -275,8 +274,8 @@ Result<ir::Model> load_model_from_bytes(const std::string& bytes, const std::str
 
 // The file is hashed in 1 MB pieces and parsed straight from the descriptor, and the parsed
 // weights move into our tensors: they are copied once (by the parser) instead of four or five
-// times through a whole-file string. Every page a copy touches first is a page fault, and on the VMs these
-// run on a fault costs ~10 us: loading BERT-base (410 MB) took seconds per tuner candidate.
+// times through a whole-file string. Every page a copy touches first is a page fault, ~10 us on
+// the VMs these run on: loading BERT-base (410 MB) took seconds per tuner candidate.
 Result<ir::Model> load_model(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return io_error(path + ": cannot open the file");

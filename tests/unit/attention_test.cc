@@ -260,12 +260,7 @@ TEST(BuilderPasses, FuseAttentionMakesOneNodeAndMatchesTheReference) {
         } else {
           EXPECT_EQ(test::count_op(g, "Softmax"), 1) << test::op_list(g);
         }
-        std::vector<Tensor> in = test::random_inputs(**e, 5);
-        auto got = (*e)->run(in);
-        ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-        auto want = test::reference_outputs(model, in);
-        ASSERT_TRUE(want.is_ok()) << want.status().to_string();
-        EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "") << "route '" << route << "' mask=" << mask;
+        EXPECT_EQ(test::mismatch_vs_reference(**e, model, 5, 1e-5, 1e-4), "") << "route '" << route << "' mask=" << mask;
       }
     }
 }
@@ -297,12 +292,7 @@ TEST(BuilderPasses, AFusedTacticPinnedWithItsFusionOffIsInactive) {
   EXPECT_EQ(off->route, "pass.fuse_attention=off");
   auto e = runtime::Engine::create(std::move(off).value());
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
-  std::vector<Tensor> in = test::random_inputs(**e, 9);
-  auto got = (*e)->run(in);
-  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-  auto want = test::reference_outputs(model, in);
-  ASSERT_TRUE(want.is_ok());
-  EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "");
+  EXPECT_EQ(test::mismatch_vs_reference(**e, model, 9, 1e-5, 1e-4), "");
 }
 
 // nn.MultiheadAttention as PyTorch exports it around the attention (S = 6, B = 2, H = 2, D = 8):
@@ -416,12 +406,7 @@ TEST(BuilderPasses, AttentionViewsAbsorbPyTorchMultiheadLayouts) {
         if (absorbed) EXPECT_EQ(test::op_list(g), "FusedAttention") << what;
         else EXPECT_GE(test::count_op(g, "Transpose"), 4) << what << " " << route << ": " << test::op_list(g);
         EXPECT_EQ(test::count_op(g, "FusedAttention"), 1) << what;
-        std::vector<Tensor> in = test::random_inputs(**e, 6);
-        auto got = (*e)->run(in);
-        ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-        auto want = test::reference_outputs(model, in);
-        ASSERT_TRUE(want.is_ok()) << want.status().to_string();
-        EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "") << what << " route '" << route << "'";
+        EXPECT_EQ(test::mismatch_vs_reference(**e, model, 6, 1e-5, 1e-4), "") << what << " route '" << route << "'";
       }
     }
 }
@@ -445,12 +430,7 @@ TEST(BuilderPasses, MoveTransposesLetsAttentionAbsorbBatchFirstLayouts) {
       } else {
         EXPECT_EQ(test::count_op(g, "Transpose"), 2) << what << ": " << test::op_list(g);
       }
-      std::vector<Tensor> in = test::random_inputs(**e, 9);
-      auto got = (*e)->run(in);
-      ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-      auto want = test::reference_outputs(model, in);
-      ASSERT_TRUE(want.is_ok()) << want.status().to_string();
-      EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "") << what << " route '" << route << "'";
+      EXPECT_EQ(test::mismatch_vs_reference(**e, model, 9, 1e-5, 1e-4), "") << what << " route '" << route << "'";
     }
   }
 }
@@ -478,12 +458,7 @@ TEST(BuilderPasses, MoveTransposesLeavesOpsThatDoNotKeepRows) {
   auto e = test::build_engine(*model, "");
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
   EXPECT_FALSE(test::log_mentions((*e)->plan(), "move_transposes")) << test::op_list((*e)->plan().model.graph);
-  std::vector<Tensor> in = test::random_inputs(**e, 3);
-  auto got = (*e)->run(in);
-  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-  auto want = test::reference_outputs(*model, in);
-  ASSERT_TRUE(want.is_ok());
-  EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "");
+  EXPECT_EQ(test::mismatch_vs_reference(**e, *model, 3, 1e-5, 1e-4), "");
 }
 
 TEST(BuilderPasses, AttentionWhoseScoresAreUsedTwiceIsNotFused) {

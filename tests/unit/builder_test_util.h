@@ -103,6 +103,18 @@ inline std::string compare_outputs(const std::vector<Tensor>& got, const std::ve
   return "";
 }
 
+// Runs `e` on random inputs (from `seed`) and compares its outputs with the reference
+// interpreter's on `m`: "" when every element is within atol + rtol·|want|, else what failed.
+inline std::string mismatch_vs_reference(runtime::Engine& e, const ir::Model& m, uint64_t seed, double atol,
+                                         double rtol) {
+  std::vector<Tensor> in = random_inputs(e, seed);
+  auto got = e.run(in);
+  if (!got) return "engine run failed: " + got.status().to_string();
+  auto want = reference_outputs(m, in);
+  if (!want) return "reference failed: " + want.status().to_string();
+  return compare_outputs(*got, *want, atol, rtol);
+}
+
 inline int count_op(const ir::Graph& g, const std::string& op_type) {
   int c = 0;
   for (const ir::Node& n : g.nodes) c += n.op_type == op_type;

@@ -54,4 +54,8 @@ Status cudnn_status(cudnnStatus_t e, const char* call);
   } while (0)
 
 // The cuBLASLt function `f` (declared by cublasLt.h, resolved once per call site).
-#define TAC_LT(f) ([] { static const auto tac_p_ = reinterpret_cast<decltype(&f)>(::tac::cuda::cublaslt_symbol(#f)); return tac_p_; }())
+#define TAC_LT(f)                                                                                   \
+  ([] {                                                                                             \
+    static const auto tac_p_ = reinterpret_cast<decltype(&f)>(::tac::cuda::cublaslt_symbol(#f));   \
+    return tac_p_;                                                                                  \
+  }())

@@ -8,9 +8,6 @@ namespace tac::builder {
 
 namespace {
 
-int64_t last_dim(const ir::ValueType& t) {
-  return t.has_shape && !t.dims.empty() && t.dims.back().known() ? t.dims.back().value : -1;
-}
 // A constant of N elements whose only non-1 dim is the last: a bias over the last dim.
 bool is_bias(const Tensor* t, int64_t n) {
   if (!t || n <= 0 || t->numel() != n || t->rank() < 1 || t->dtype() != DType::float32) return false;
@@ -35,19 +32,8 @@ Status fuse_matmul(ir::Graph& g, PassContext& ctx) {
     int64_t trans_b = 0;
     std::string what;
     if (gemm) {
-      auto iattr = [&](const char* k, int64_t d) {
-        const ir::Attribute* a = mm.attr(k);
-        return a && a->type == ir::Attribute::Type::i ? a->i : d;
-      };
-      auto fattr = [&](const char* k, float d) {
-        const ir::Attribute* a = mm.attr(k);
-        return a && a->type == ir::Attribute::Type::f ? a->f : d;
-      };
-      const ir::ValueType& at = g.values[static_cast<size_t>(mm.inputs[0])].type;
-      if (iattr("transA", 0) != 0 || fattr("alpha", 1.0f) != 1.0f || fattr("beta", 1.0f) != 1.0f || !at.has_shape ||
-          at.dims.size() != 2)
-        continue;
-      trans_b = iattr("transB", 0);
+      if (!is_plain_gemm(g, mm)) continue;
+      trans_b = int_attr(mm, "transB", 0);
       if (mm.inputs.size() > 2 && mm.inputs[2] != ir::kNoValue) {
         int c = mm.inputs[2];
         if (is_bias(constant_of(g, c), n)) bias = c;

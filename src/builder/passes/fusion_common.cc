@@ -8,10 +8,7 @@ namespace tac::builder {
 std::optional<ir::Epilogue> activation_of(const ir::Graph& g, const ir::Node& n) {
   if (!n.domain.empty() || n.inputs.empty() || n.outputs.size() != 1) return std::nullopt;
   ir::Epilogue e;
-  auto fattr = [&](const char* k, float def) {
-    const ir::Attribute* a = n.attr(k);
-    return a && a->type == ir::Attribute::Type::f ? a->f : def;
-  };
+  auto fattr = [&](const char* k, float def) { return float_attr(n, k, def); };
   switch (n.op) {
     case ir::OpKind::Relu: e.act = ir::Epilogue::Act::relu; break;
     case ir::OpKind::Sigmoid: e.act = ir::Epilogue::Act::sigmoid; break;
@@ -96,6 +93,27 @@ bool is_scalar_constant(const ir::Graph& g, int v, double want, double rel_tol) 
   if (!t || t->numel() != 1) return false;
   const double x = t->get_f64(0);
   return std::abs(x - want) <= rel_tol * std::abs(want);
+}
+
+int64_t int_attr(const ir::Node& n, const char* key, int64_t def) {
+  const ir::Attribute* a = n.attr(key);
+  return a && a->type == ir::Attribute::Type::i ? a->i : def;
+}
+
+float float_attr(const ir::Node& n, const char* key, float def) {
+  const ir::Attribute* a = n.attr(key);
+  return a && a->type == ir::Attribute::Type::f ? a->f : def;
+}
+
+int64_t last_dim(const ir::ValueType& t) {
+  return t.has_shape && !t.dims.empty() && t.dims.back().known() ? t.dims.back().value : -1;
+}
+
+bool is_plain_gemm(const ir::Graph& g, const ir::Node& n) {
+  if (!is_op(n, ir::OpKind::Gemm) || n.inputs.size() < 2 || n.inputs[0] == ir::kNoValue) return false;
+  const ir::ValueType& a = g.values[static_cast<size_t>(n.inputs[0])].type;
+  return int_attr(n, "transA", 0) == 0 && float_attr(n, "alpha", 1.0f) == 1.0f && float_attr(n, "beta", 1.0f) == 1.0f &&
+         a.has_shape && a.dims.size() == 2;
 }
 
 bool same_known_shape(const ir::ValueType& a, const ir::ValueType& b) {

@@ -38,6 +38,13 @@ int other_input(const ir::Node& n, int v);
 bool is_scalar_constant(const ir::Graph& g, int v, double want, double rel_tol = 1e-5);
 // Both types fully known and equal in rank and dims.
 bool same_known_shape(const ir::ValueType& a, const ir::ValueType& b);
+// An integer / float attribute of `n`, or `def` when absent or of another type.
+int64_t int_attr(const ir::Node& n, const char* key, int64_t def);
+float float_attr(const ir::Node& n, const char* key, float def);
+// The last dim of `t` when known, else -1.
+int64_t last_dim(const ir::ValueType& t);
+// A Gemm that is a plain product of a 2-D A: transA = 0, alpha = beta = 1 (transB and C vary).
+bool is_plain_gemm(const ir::Graph& g, const ir::Node& n);
 // The `perm` of a Transpose node (the reversed dims when absent), or nullopt when the input's
 // rank is unknown or the perm is not a permutation.
 std::optional<std::vector<int64_t>> transpose_perm(const ir::Graph& g, const ir::Node& n);

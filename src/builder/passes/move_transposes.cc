@@ -33,10 +33,6 @@ const ir::ValueType& type_of(const ir::Graph& g, int v) { return g.values[static
 
 bool ranked(const ir::ValueType& t, size_t min_rank) { return t.has_shape && t.dims.size() >= min_rank; }
 
-// The last dim when known, else -1.
-int64_t last_dim(const ir::ValueType& t) {
-  return t.has_shape && !t.dims.empty() && t.dims.back().known() ? t.dims.back().value : -1;
-}
 
 // The Reshape's target shape when it is a constant whose last entry is a plain size.
 std::optional<std::vector<int64_t>> reshape_target(const ir::Graph& g, const ir::Node& n) {
@@ -44,9 +40,9 @@ std::optional<std::vector<int64_t>> reshape_target(const ir::Graph& g, const ir:
   if (!s || s->rank() != 1 || s->numel() < 2 || s->dtype() != DType::int64) return std::nullopt;
   std::vector<int64_t> out;
   for (int64_t i = 0; i < s->numel(); ++i) out.push_back(s->get_i64(i));
-  const ir::Attribute* az = n.attr("allowzero");
+  const bool allowzero = int_attr(n, "allowzero", 0) != 0;
   for (int64_t d : out)
-    if (d == 0 && az && az->i != 0) return std::nullopt;
+    if (d == 0 && allowzero) return std::nullopt;
   if (out.back() <= 0) return std::nullopt;
   return out;
 }
@@ -71,22 +67,12 @@ bool keeps_rows(const ir::Graph& g, const ir::Node& n) {
 // A Gemm that is MatMul(A, B') + C: A 2-D, transA = 0, alpha = beta = 1, B a 2-D constant, C
 // absent or a constant bias over the last dim.
 bool gemm_is_matmul(const ir::Graph& g, const ir::Node& n) {
-  if (!is_op(n, ir::OpKind::Gemm) || n.inputs.size() < 2) return false;
-  auto iattr = [&](const char* k) {
-    const ir::Attribute* a = n.attr(k);
-    return a ? a->i : 0;
-  };
-  auto fattr = [&](const char* k) {
-    const ir::Attribute* a = n.attr(k);
-    return a ? a->f : 1.0f;
-  };
-  if (iattr("transA") != 0 || fattr("alpha") != 1.0f || fattr("beta") != 1.0f) return false;
+  if (!is_plain_gemm(g, n)) return false;
   const Tensor* b = constant_of(g, n.inputs[1]);
-  if (!b || b->rank() != 2 || !ranked(type_of(g, n.inputs[0]), 2) || type_of(g, n.inputs[0]).dims.size() != 2)
-    return false;
+  if (!b || b->rank() != 2) return false;
   if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
     const Tensor* c = constant_of(g, n.inputs[2]);
-    const int64_t cols = iattr("transB") ? b->dim(0) : b->dim(1);
+    const int64_t cols = int_attr(n, "transB", 0) ? b->dim(0) : b->dim(1);
     if (!c || c->numel() != cols || c->rank() > 2 || (c->rank() == 2 && c->dim(0) != 1)) return false;
   }
   return true;
@@ -128,20 +114,11 @@ ir::ValueType with_leading(const ir::ValueType& out, const ir::ValueType& lead) 
   return t;
 }
 
-int new_value(ir::Graph& g, const std::string& base, const ir::ValueType& type) {
-  std::string name = base;
-  for (int k = 1; g.find_value(name) != ir::kNoValue; ++k) name = base + "_" + std::to_string(k);
-  int v = g.get_or_add_value(name);
-  g.values[static_cast<size_t>(v)].type = type;
-  return v;
-}
-
 // Gemm(A, B, C) -> MatMul(A, B or Bᵀ) [-> Add C], in place; the Add is appended to g.nodes.
 void gemm_to_matmul(ir::Graph& g, size_t index) {
-  ir::Node& n = g.nodes[index];
-  const ir::Attribute* tb = n.attr("transB");
-  Tensor b = *constant_of(g, n.inputs[1]);
-  if (tb && tb->i) {  // store Bᵀ
+  ir::Node& mm = g.nodes[index];
+  Tensor b = *constant_of(g, mm.inputs[1]);
+  if (int_attr(mm, "transB", 0)) {  // store Bᵀ
     const int64_t k = b.dim(1), m = b.dim(0);
     Tensor t = Tensor::create(b.dtype(), {k, m}).value();
     const size_t e = dtype_size(b.dtype());
@@ -151,24 +128,23 @@ void gemm_to_matmul(ir::Graph& g, size_t index) {
                     static_cast<const char*>(b.raw()) + static_cast<size_t>(i * k + j) * e, e);
     b = std::move(t);
   }
-  const int w = add_constant(g, g.values[static_cast<size_t>(n.inputs[1])].name + ".matmul", std::move(b));
-  const int c = n.inputs.size() > 2 ? n.inputs[2] : ir::kNoValue;
-  const int y = n.outputs[0];
-  ir::Node& mm = g.nodes[index];
+  const int w = add_constant(g, g.values[static_cast<size_t>(mm.inputs[1])].name + ".matmul", std::move(b));
+  const int c = mm.inputs.size() > 2 ? mm.inputs[2] : ir::kNoValue;
+  const int y = mm.outputs[0];
   mm.op = ir::OpKind::MatMul;
   mm.op_type = "MatMul";
   mm.attrs.clear();
   mm.inputs = {mm.inputs[0], w};
   if (c == ir::kNoValue) return;
-  const int mid = new_value(g, g.values[static_cast<size_t>(y)].name + ".matmul", type_of(g, y));
+  const int mid = add_value(g, g.values[static_cast<size_t>(y)].name + ".matmul", type_of(g, y));
   mm.outputs[0] = mid;
   ir::Node add;
   add.name = mm.name + ".bias";
   add.op_type = "Add";
   add.op = ir::OpKind::Add;
   add.opset = mm.opset;
-  add.inputs = {mid, add_constant(g, g.values[static_cast<size_t>(c)].name + ".row", constant_of(g, c)->reshaped(
-                                                                                          {constant_of(g, c)->numel()}))};
+  const Tensor bias = *constant_of(g, c);
+  add.inputs = {mid, add_constant(g, g.values[static_cast<size_t>(c)].name + ".row", bias.reshaped({bias.numel()}))};
   add.outputs = {y};
   add.index = static_cast<int>(g.nodes.size());
   g.nodes.push_back(std::move(add));
@@ -193,7 +169,8 @@ bool try_sink(ir::Graph& g, const std::vector<std::vector<int>>& users, ir::Node
   for (int u : us)
     if (u < 0 || !is_view_op(g.nodes[static_cast<size_t>(u)])) return false;
   const int x = t.inputs[0], y = r->outputs[0];
-  const int mid = new_value(g, g.values[static_cast<size_t>(y)].name + ".rows", with_leading(type_of(g, y), type_of(g, x)));
+  const int mid =
+      add_value(g, g.values[static_cast<size_t>(y)].name + ".rows", with_leading(type_of(g, y), type_of(g, x)));
   r->inputs[static_cast<size_t>(idx)] = x;
   r->outputs[0] = mid;
   t.inputs[0] = mid;
@@ -240,7 +217,8 @@ bool try_hoist(ir::Graph& g, const std::vector<std::vector<int>>& users, ir::Nod
     return true;
   }
   const int w = n.outputs[0];
-  const int mid = new_value(g, g.values[static_cast<size_t>(w)].name + ".rows", with_leading(type_of(g, x), type_of(g, w)));
+  const int mid =
+      add_value(g, g.values[static_cast<size_t>(w)].name + ".rows", with_leading(type_of(g, x), type_of(g, w)));
   if (n.op == ir::OpKind::Reshape) {
     std::vector<int64_t> s = *reshape_target(g, n);
     s.back() = last_dim(type_of(g, x));

@@ -35,6 +35,9 @@ bool has_single_user(const std::vector<std::vector<int>>& users, int v);
 const Tensor* constant_of(const ir::Graph& g, int v);
 // Makes `v` an initializer holding `t` (the value's type follows the tensor).
 void set_constant(ir::Graph& g, int v, Tensor t);
+// A new value named after `base` (unique) of type `type` (by value: it may be another value's,
+// and adding a value can move them all).
+int add_value(ir::Graph& g, const std::string& base, ir::ValueType type);
 // A new value named after `base` (unique), holding `t` as an initializer.
 int add_constant(ir::Graph& g, const std::string& base, Tensor t);
 // Removes the nodes marked in `dead` and then every node none of whose outputs is used.

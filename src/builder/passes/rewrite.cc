@@ -36,10 +36,16 @@ void set_constant(ir::Graph& g, int v, Tensor t) {
   val.initializer = std::move(t);
 }
 
-int add_constant(ir::Graph& g, const std::string& base, Tensor t) {
+int add_value(ir::Graph& g, const std::string& base, ir::ValueType type) {
   std::string name = base;
   for (int k = 1; g.find_value(name) != ir::kNoValue; ++k) name = base + "_" + std::to_string(k);
-  int v = g.get_or_add_value(name);
+  const int v = g.get_or_add_value(name);
+  g.values[static_cast<size_t>(v)].type = std::move(type);
+  return v;
+}
+
+int add_constant(ir::Graph& g, const std::string& base, Tensor t) {
+  const int v = add_value(g, base, {});
   set_constant(g, v, std::move(t));
   return v;
 }
