@@ -78,7 +78,7 @@ if [ $skip_tac = 0 ]; then
       td=/tmp/tune-$name-$batch
       t0=$(date +%s.%N)
       timeout 900 tactician tune "$m/model.onnx" --backend cuda --route "precision.default=fp16" --dim batch=$batch \
-        --budget "${TUNE_BUDGET:-2m}" --tolerance "${TUNE_TOL:-cos>=0.999}" --db "$td/tune.db" --out "$td" --quiet --json \
+        --budget "${TUNE_BUDGET:-2m}" --tolerance "${TUNE_TOL:-cos>=0.999}" --db "$td/tune.db" --out "$td" --json \
         > "$td.log" 2>&1
       rc=$? t1=$(date +%s.%N)
       echo "===== $name b$batch tune (rc=$rc)" >> "$out/tactician.log"; cat "$td.log" >> "$out/tactician.log"

@@ -7,6 +7,13 @@
 #   torch:MODES:MODEL:BATCH         bench/cuda_torch.py --modes MODES (e.g. max-autotune) -> OUT/torch.jsonl
 #   bench:CONFIGS:MODELS            bench/run_cuda.sh with TAC_CONFIGS=CONFIGS (',' separated) on MODELS
 #                                   ("resnet50:1,bert-base:8"), torch skipped -> OUT/bench/
+#   ncu:MODEL:BATCH:REGEX[:ROUTE]   Nsight Compute, full set, on the 2nd launch of the kernels matching REGEX in one
+#                                   `tactician run` (clocks left alone, warm caches) -> OUT/ncu-MODEL-bBATCH-REGEX.txt
+#   ncutimes:MODEL:BATCH[:ROUTE]    every kernel's duration in one `tactician run` under Nsight Compute (serialized,
+#                                   warm caches) -> OUT/ncutimes-MODEL-bBATCH.csv
+#   pin:MODEL:BATCH:TACTICS          per tactic of TACTICS (',' separated): every node that offers it pinned to it
+#                                   (fp16 default route otherwise), `bench` end to end and the median duration of
+#                                   the kernels named *attention* under Nsight Compute -> OUT/pins.txt
 #   unit                            the CUDA unit tests (scripts/gpu_check.sh --unit)
 #   check:NAME[:ROUTE:RTOL:ATOL]     `check` of every DEVPACK zoo model on CUDA (route spaces as '+')
 #                                   -> OUT/check-NAME/summary.txt
@@ -26,7 +33,8 @@ source "$pkg/env.sh"
 mdir=/tmp/bench-models
 need=$(for s in "$@"; do
   case "$s" in
-    profile:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
+    profile:*|ncutimes:*|pin:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
+    ncu:*) IFS=: read -r _ m b _ _ <<< "$s"; echo "$m:$b" ;;
     torch:*) IFS=: read -r _ _ m b <<< "$s"; echo "$m:$b" ;;
     bench:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
   esac
@@ -47,6 +55,36 @@ for s in "$@"; do
       n=$((n + 1))
       timeout 200 tactician profile "$mdir/$m/model.onnx" --backend cuda --route "${route//+/ }" --dim batch=$b --top 400 \
         > "$out/profile-$n-$m-b$b.txt" 2>&1 ;;
+    ncu:*|ncutimes:*)
+      IFS=: read -r kind m b rx route <<< "$s"
+      [ "$kind" = ncutimes ] && { route=$rx; rx=""; }
+      route=${route:-precision.default=fp16}
+      ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      run=(tactician run "$mdir/$m/model.onnx" --backend cuda --route "${route//+/ }" --random-inputs --dim batch=$b)
+      if [ "$kind" = ncu ]; then
+        timeout 300 "$ncu_bin" --clock-control none --cache-control none --kernel-name "regex:$rx" --launch-skip 1 \
+          --launch-count 1 --set full "${run[@]}" > "$out/ncu-$m-b$b-$rx.txt" 2>&1
+      else
+        timeout 300 "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+          "${run[@]}" > "$out/ncutimes-$m-b$b.csv" 2>&1
+      fi ;;
+    pin:*)
+      IFS=: read -r _ m b tacs <<< "$s"
+      ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      model=$mdir/$m/model.onnx
+      tactician knobs "$model" --backend cuda --dim batch=$b --json > /tmp/knobs-$m-$b.json 2>> "$out/pins.txt"
+      for tac in ${tacs//,/ }; do
+        route="precision.default=fp16 $(python3 -c 'import json, sys
+t = sys.argv[2]
+print(" ".join(k["name"] + "=" + t for k in json.load(open(sys.argv[1])) if k["name"].startswith("tactic.") and t in k["values"]))' /tmp/knobs-$m-$b.json $tac)"
+        r=$(timeout 120 tactician bench "$model" --backend cuda --route "$route" --dim batch=$b --min-seconds 1 --json 2>&1 | tail -1)
+        k=$(timeout 200 "$ncu_bin" --clock-control none --cache-control none --kernel-name regex:attention \
+              --metrics gpu__time_duration.sum --csv tactician run "$model" --backend cuda --route "$route" --random-inputs \
+              --dim batch=$b 2>&1 | python3 -c 'import csv, statistics, sys
+v = [float(r[-1].replace(",", "")) / 1e3 for r in csv.reader(sys.stdin) if len(r) > 5 and r[-3] == "gpu__time_duration.sum"]
+print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "no kernels")')
+        echo "$m b$b $tac: $k; bench $r" >> "$out/pins.txt"
+      done ;;
     torch:*)
       IFS=: read -r _ modes m b <<< "$s"
       timeout 500 python3 "$root/bench/cuda_torch.py" --models "$m:$b" --modes "$modes" >> "$out/torch.jsonl" 2>> "$out/torch.log" ;;
@@ -77,3 +115,6 @@ for s in "$@"; do
   esac
   log "done $s: rc=$?"
 done
+# Folders of logs travel as one archive (a call returns at most 8 files).
+dirs=$(cd "$out" && ls -d */ 2>/dev/null | tr -d /)
+[ -n "$dirs" ] && tar czf "$out/logs.tgz" -C "$out" $dirs && (cd "$out" && rm -rf $dirs)

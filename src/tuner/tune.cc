@@ -412,7 +412,12 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   };
   // One evaluation on the reference evaluator, nothing else in flight (before and after the search).
   std::string reference_evaluator;  // who ran the last eval_now
-  auto eval_now = [&](const EvalRequest& rq) { return run_on_reference(*pool, job_of({rq}), &reference_evaluator)[0]; };
+  // timeout_s > 0: a tighter limit than the job's (the inspections before the search).
+  auto eval_now = [&](const EvalRequest& rq, double timeout_s = 0) {
+    EvalJob job = job_of({rq});
+    if (timeout_s > 0) job.limits.timeout_s = std::min(job.limits.timeout_s, timeout_s);
+    return run_on_reference(*pool, job, &reference_evaluator)[0];
+  };
 
   // Records a candidate's evaluation in the database and the counters.
   auto record_candidate = [&](const std::string& text, const std::string& who, const EvalResult& r,
@@ -581,15 +586,19 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return rq;
   };
   EvalResult def_profile, isolated;
+  // The inspections below only order the search: each may take a share of the budget left, no
+  // more (on a large model the isolated selection times every tactic of every node: on the GPU,
+  // BERT-base's GEMMs and their cuBLASLt algorithms), and the search goes on without it.
+  auto inspection_limit = [&](double share) { return std::max(10.0, share * (opts.budget_s - elapsed())); };
   if (searching.count(opts.strategy)) {
-    def_profile = eval_now(inspect_request(def.route, true));
+    def_profile = eval_now(inspect_request(def.route, true), inspection_limit(0.25));
     if (def_profile.status == "ok") weigh_by_time(space, def_profile.node_ms);
     else line("profiling the default failed (" + def_profile.reason + "): dimensions unweighted");
     // The classic profiling builder's answer: every applicable tactic timed alone on its layer.
     // Its times become the tactic dimensions' value priors, its choice the seed (below).
     builder::Route iso = space.base;
     iso.values["builder.selection"] = "isolated";
-    isolated = eval_now(inspect_request(with_threads(iso), false));
+    isolated = eval_now(inspect_request(with_threads(iso), false), inspection_limit(0.4));
     if (isolated.status == "ok") set_value_priors(space, isolated.costs);
     else line("isolated selection failed (" + isolated.reason + "): no value priors, no seed");
   }

@@ -140,7 +140,7 @@ TEST(AttentionTactics, OperandViewsMatchReference) {
   if (!cuda::compiled() || !cuda::device_present()) GTEST_SKIP() << "no CUDA device: CPU tactics only";
   expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, "cuda_fused", kernels::Backend::cuda),
                      {DType::float32, DType::float16});
-  for (const char* name : {"cuda_flash_w1", "cuda_flash_w2", "cuda_flash_w4"})
+  for (const char* name : {"cuda_flash_w2", "cuda_flash_w4", "cuda_flash_w4s2", "cuda_flash_w8s2"})
     expect_views_match(*kernels::find_tactic(ir::OpKind::FusedAttention, name, kernels::Backend::cuda),
                        {DType::float16, DType::bfloat16});
 }
@@ -162,14 +162,15 @@ TEST(AttentionTactics, CudaFusedMatchesReference) {
   expect_cases_match(*t, cases, {DType::float32, DType::float16, DType::bfloat16}, 300);
 }
 
-// The tensor-core kernel (cuda_flash_w1/w2/w4, blocks of 1, 2 and 4 warps): fp16 / bf16 on shapes
-// whose head sizes and key count are multiples of 16, query counts that are not (a warp's last
-// rows padded, whole warps idle in the last block), key counts that leave a partial chunk of
-// 64 (48, 80), head sizes up to its limit of 128, broadcast masks; refused in fp32, for a key
-// count that is not a multiple of 16 and for a head size above 128.
+// The tensor-core kernel (cuda_flash_w2/w4/w4s2/w8s2: blocks of 2, 4 and 8 warps, one or two per
+// 16 query rows): fp16 / bf16 on shapes whose head sizes and key count are multiples of 16, query
+// counts that are not (a warp's last rows padded, whole warps idle in the last block), key counts
+// that leave a partial chunk of 64 (48, 80) or split unevenly (48, 80) or leave the second split
+// nothing (16), head sizes 64 (its exact variant) and others up to its limit of 128, broadcast
+// masks; refused in fp32, for a key count that is not a multiple of 16 and for a head size above 128.
 TEST(AttentionTactics, CudaFlashMatchesReference) {
   if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
-  for (const char* name : {"cuda_flash_w1", "cuda_flash_w2", "cuda_flash_w4"})
+  for (const char* name : {"cuda_flash_w2", "cuda_flash_w4", "cuda_flash_w4s2", "cuda_flash_w8s2"})
     ASSERT_NE(kernels::find_tactic(ir::OpKind::FusedAttention, name, kernels::Backend::cuda), nullptr) << name;
   if (!cuda::device_present()) GTEST_SKIP() << "no CUDA device on this machine";
   const Case cases[] = {
@@ -179,8 +180,9 @@ TEST(AttentionTactics, CudaFlashMatchesReference) {
       {{2, 2, 37, 64}, {2, 2, 64, 48}, {2, 2, 48, 32}, {2, 1, 37, 48}, 0.125f},           // sq = 37, sk = 48
       {{3, 70, 16}, {3, 16, 256}, {3, 256, 80}, {70, 1}, 0.3f},                           // dv = 80, sk = 256
       {{2, 20, 128}, {2, 128, 80}, {2, 80, 128}, {20, 80}, 0.09f},                        // d = dv = 128, sk = 80
+      {{2, 3, 20, 64}, {2, 3, 64, 16}, {2, 3, 16, 64}, {2, 3, 20, 16}, 0.2f},             // sk = 16: one split idle
   };
-  for (const char* name : {"cuda_flash_w1", "cuda_flash_w2", "cuda_flash_w4"}) {
+  for (const char* name : {"cuda_flash_w2", "cuda_flash_w4", "cuda_flash_w4s2", "cuda_flash_w8s2"}) {
     SCOPED_TRACE(name);
     const kernels::Tactic* t = kernels::find_tactic(ir::OpKind::FusedAttention, name, kernels::Backend::cuda);
     expect_cases_match(*t, cases, {DType::float16, DType::bfloat16}, 700);

@@ -1,7 +1,8 @@
 // CUDA tactics of the attention family, both our own kernels (cuda_attention.cu) for a
 // FusedAttention step (the fuse_attention pass, operand views from pass.attention_views):
-// "cuda_flash_w1/w2/w4" (tensor cores, fp16/bf16: mma.sync with the scores in registers and an
-// online softmax; head sizes up to 128; blocks of 1, 2 or 4 warps) and "cuda_fused" (CUDA cores,
+// "cuda_flash_w2/w4/w4s2/w8s2" (tensor cores, fp16/bf16: mma.sync with the scores in registers
+// and an online softmax; head sizes up to 128; blocks of 2, 4 or 8 warps, the w*s2 ones with two
+// warps per 16 query rows that split the keys) and "cuda_fused" (CUDA cores,
 // fp32, fp16 or bf16, any head size whose K and V fit in shared memory: BERT-base needs 32 KB per
 // head in fp16). Q, K, V, the mask
 // and y are of one type, as the CUDA precision rewrite leaves them (FusedAttention follows its
@@ -90,65 +91,71 @@ Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
   });
 }
 
-// ---- cuda_flash_w1/w2/w4: scores in registers (mma.sync, online softmax) ----
+// ---- cuda_flash_w2/w4/w4s2/w8s2: scores in registers (mma.sync, online softmax) ----
 
-// The warps per block the cost model prefers: 4 (64 query rows) while that still gives about
-// two blocks per SM of an H200, fewer for small batches (BERT at batch 1: 12 heads).
-int preferred_warps(const AttentionDesc& d) {
-  for (int nw : {4, 2})
-    if (d.batches * ((d.sq + 16 * nw - 1) / (16 * nw)) >= 264) return nw;
-  return 1;
+// The block shape the cost model prefers: 4 warps of 16 query rows each while that gives about
+// two blocks per SM of an H200; with fewer blocks (BERT at batch 1: 12 heads x 2), 8 warps that
+// split the keys in two (the same blocks, twice the warps, each with half the chain).
+bool preferred(const AttentionDesc& d, int w, int ks) {
+  const bool many = d.batches * ((d.sq + 63) / 64) >= 264;
+  return many ? (w == 4 && ks == 1) : (w == 8 && ks == 2);
 }
 
-// One tactic per block size W (warps, 16 query rows each): fewer, larger blocks share each
-// staged K and V among more rows; more, smaller ones keep more SMs busy. Which wins depends on
-// the batch and the engine around it, so each is a tactic the tuner can time.
-template <int W>
+// One tactic per block shape: W warps, KS of them per 16 query rows (each with 1/KS of the keys).
+// Fewer, larger blocks share each staged K and V among more rows; more, smaller ones keep more
+// SMs busy; split keys put more warps in flight. Which wins depends on the batch and the engine
+// around it, so each is a tactic the tuner can time.
+template <int W, int KS>
 Result<Fused> flash_desc(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Fused f, fused_desc(s));
   if (f.t == Elem::f32) return not_applicable("fp16 or bf16 only (tensor cores)");
   const AttentionDesc& d = f.d;
   if (d.d % 16 || d.dv % 16 || d.sk % 16) return not_applicable("head sizes and key count must be multiples of 16");
   if (d.d > 128 || d.dv > 128) return not_applicable("head sizes above 128");
-  if (cuda::kern::attention_flash_smem_bytes(d, W) > kMaxSmem)
+  if (cuda::kern::attention_flash_smem_bytes(d, W, KS) > kMaxSmem)
     return not_applicable("K, V and the block's Q rows need more than 200 KB of shared memory");
   return f;
 }
 
-template <int W>
+template <int W, int KS>
 Status flash_applies(const StepDesc& s) {
-  return flash_desc<W>(s).status();
+  return flash_desc<W, KS>(s).status();
 }
 
-template <int W>
+template <int W, int KS>
 double flash_cost(const StepDesc& s) {
-  auto f = flash_desc<W>(s);
+  auto f = flash_desc<W, KS>(s);
   if (!f) return 1e30;
   // Tensor cores with the scores in registers: ~400 TFLOP/s at these sizes; the other block
-  // sizes rank just behind the preferred one.
-  return attention_cost(*f, 16 * W, 4e5) * (W == preferred_warps(f->d) ? 1.0 : 1.1);
+  // shapes rank just behind the preferred one.
+  return attention_cost(*f, 16 * (W / KS), 4e5) * (preferred(f->d, W, KS) ? 1.0 : 1.1);
 }
 
-template <int W>
+template <int W, int KS>
 Result<std::unique_ptr<Kernel>> flash_prepare(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(Fused f, flash_desc<W>(s));
+  auto fd = flash_desc<W, KS>(s);
+  TAC_RETURN_IF_ERROR(fd.status());
+  const Fused f = *fd;
   TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
-  TAC_RETURN_IF_ERROR(
-      cuda::launch_status(cuda::kern::attention_flash_init(f.t, f.d, W), "flash attention kernel (shared memory limit)"));
+  TAC_RETURN_IF_ERROR(cuda::launch_status(cuda::kern::attention_flash_init(f.t, f.d, W, KS),
+                                          "flash attention kernel (shared memory limit)"));
   cudaStream_t st = c->stream;
   return cuda::make_kernel([f, st](auto in, auto out, void*) {
     return cuda::launch_status(cuda::kern::attention_flash(f.t, in[0].data, in[1].data, in[2].data,
-                                                           f.mask ? in[3].data : nullptr, out[0].data, f.d, W, st),
+                                                           f.mask ? in[3].data : nullptr, out[0].data, f.d, W, KS, st),
                                "flash attention kernel");
   });
 }
 
-template <int W>
+template <int W, int KS>
 Tactic flash_tactic(const char* name) {
   static const std::string help =
       "own CUDA kernel on tensor cores (mma.sync, fp16/bf16, fp32 sums): the scores stay in registers, online softmax "
-      "over chunks of 64 keys; blocks of " + std::to_string(W) + " warp(s) of 16 query rows";
-  return {name, ir::OpKind::FusedAttention, help.c_str(), flash_applies<W>, flash_cost<W>, flash_prepare<W>, Backend::cuda};
+      "over chunks of 64 keys; blocks of " + std::to_string(W) + " warps, " +
+      (KS == 1 ? std::string("one per 16 query rows") : std::to_string(KS) + " per 16 query rows, each with 1/" +
+                                                             std::to_string(KS) + " of the keys");
+  return {name, ir::OpKind::FusedAttention, help.c_str(), flash_applies<W, KS>, flash_cost<W, KS>,
+          flash_prepare<W, KS>, Backend::cuda};
 }
 
 }  // namespace
@@ -158,9 +165,10 @@ std::span<const Tactic> cuda_attention_tactics() {
       {"cuda_fused", ir::OpKind::FusedAttention,
        "own CUDA kernel: scores, softmax and the product with V in one launch (K and V in shared memory, fp32 sums)",
        fused_applies, fused_cost, fused_prepare, Backend::cuda},
-      flash_tactic<1>("cuda_flash_w1"),
-      flash_tactic<2>("cuda_flash_w2"),
-      flash_tactic<4>("cuda_flash_w4"),
+      flash_tactic<2, 1>("cuda_flash_w2"),
+      flash_tactic<4, 1>("cuda_flash_w4"),
+      flash_tactic<4, 2>("cuda_flash_w4s2"),
+      flash_tactic<8, 2>("cuda_flash_w8s2"),
   };
   return table;
 }

@@ -4,7 +4,7 @@
 //   row: the query row in shared memory, a lane per key for the scores (four keys at a time;
 //   scale, mask, then a warp-wide max and sum for the softmax, kept in fp32), a lane per output
 //   column for the product with V (two columns, two key halves at a time).
-// - "cuda_flash_w1/w2/w4" (tensor cores, fp16/bf16): see its section below.
+// - "cuda_flash_w2/w4/w4s2/w8s2" (tensor cores, fp16/bf16): see its section below.
 // At BERT sizes (sq = sk = 128, d = dv = 64) the whole attention of a head is one launch instead
 // of the batched GEMM, softmax, batched GEMM chain (and the scores never leave the SM). Operands
 // are strided views (AttentionDesc): the layouts PyTorch's attention exports produce are read in
@@ -42,9 +42,10 @@ int64_t smem_bytes(const AttentionDesc& d) {
 // completes (a block of a few threads stages 32 KB without waiting on each load in turn), and the
 // caller commits and waits. Other views: one element at a time, consecutive threads on the
 // smaller stride (coalesced reads of a transposed view).
-template <bool kAsync = false, class T>
+template <bool kAsync = false, int kCols = 0, class T>
 __device__ void stage(T* dst, int ld, const T* src, int rows, int cols, int64_t rs, int64_t cs) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  if (kCols) cols = kCols;  // a constant row length: the index arithmetic below becomes shifts
   const bool vec = cs == 1 && cols % kVec == 0 && ld % kVec == 0 && rs % kVec == 0 &&
                    (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0;
   if (vec) {
@@ -69,19 +70,21 @@ __device__ void stage(T* dst, int ld, const T* src, int rows, int cols, int64_t 
   }
 }
 
-// The offset of batch index b under per-batch-dim strides bs (batch dims row-major).
-__device__ int64_t batch_offset(const AttentionDesc& d, const int64_t* bs, int64_t b) {
+// The offset of batch index b under per-batch-dim strides bs (batch dims row-major). b is a
+// block index (< 2^31): 32-bit divisions, a few instructions each instead of a 64-bit call.
+__device__ int64_t batch_offset(const AttentionDesc& d, const int64_t* bs, uint32_t b) {
   int64_t off = 0;
   for (int i = d.nb - 1; i >= 0; --i) {
-    off += (b % d.batch_dims[i]) * bs[i];
-    b /= d.batch_dims[i];
+    const uint32_t n = static_cast<uint32_t>(d.batch_dims[i]), next = b / n;
+    off += static_cast<int64_t>(b - next * n) * bs[i];
+    b = next;
   }
   return off;
 }
 
 // Where operand o (0 Q, 1 K, 2 V, 3 y) of batch b starts.
 template <class T>
-__device__ T* operand(T* base, const AttentionDesc& d, int o, int64_t b) {
+__device__ T* operand(T* base, const AttentionDesc& d, int o, uint32_t b) {
   return base + d.off[o] + batch_offset(d, d.bs[o], b);
 }
 
@@ -96,7 +99,7 @@ __global__ void __launch_bounds__(kBlockThreads) attention_kernel(const T* __res
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* qrow = rows + warp * (d.d + d.sk);
   float* p = qrow + d.d;
-  const int64_t b = blockIdx.x;
+  const uint32_t b = blockIdx.x;
   const int dd = static_cast<int>(d.d), sk = static_cast<int>(d.sk), dv = static_cast<int>(d.dv);
   stage(ks, sk, operand(k, d, 1, b), dd, sk, d.rs[1], d.cs[1]);
   stage(vs, dv, operand(v, d, 2, b), sk, dv, d.rs[2], d.cs[2]);
@@ -178,20 +181,28 @@ int with_half(Elem t, F&& f) {
 }
 
 // ---- the register-resident tensor-core kernel (fp16 / bf16), "flash" ----
-// One block per (batch, 16 * NW query rows), a warp per 16 rows; K, V and the block's Q rows staged
-// in shared memory (rows padded by 8 elements: the fragment loads hit distinct banks). Per warp,
-// the keys in chunks of 64: S = Q·Kᵀ with mma.sync m16n8k16 into registers (fp32), the online
+// One block per (batch, 16 * RG query rows): RG row groups of 16 rows, each worked by KS warps
+// (NW = RG * KS), each of those taking 1/KS of the keys (split keys: more warps in flight when
+// there are few blocks, each with a shorter chain). K, V and the block's Q rows are staged in
+// shared memory (rows padded by 8 elements: the fragment loads hit distinct banks). Per warp,
+// its keys in chunks of 64: S = Q·Kᵀ with mma.sync m16n8k16 into registers (fp32), the online
 // softmax on those registers (each row's max and sum over the four lanes that hold it: running
 // max, rescaled sums and output, in fp32, exp2 with log2(e) folded into the scale), P packed to
 // T straight from the accumulators into the A fragments of O += P·V (V's B fragments by
 // ldmatrix.trans). The scores never leave the registers. K and V arrive in one cp.async group
-// per chunk, so the first chunk's work overlaps the staging of the rest. Needs d, dv <= 128, d,
-// dv and sk multiples of 16.
+// per chunk: with KS = 1 the first chunk's work overlaps the staging of the rest. With KS > 1
+// the warps of a row group merge their (max, sum, O) through shared memory at the end.
+// D = 64: d = dv = 64 exactly (every loop bound a constant); D = 128: d, dv <= 128, multiples
+// of 16. sk a multiple of 16.
 __host__ __device__ constexpr int flash_ld(int n) { return n + 8; }
 
-__host__ __device__ inline int64_t flash_smem(const AttentionDesc& d, int nw, bool krows) {
-  const int64_t ks = krows ? d.sk * flash_ld(static_cast<int>(d.d)) : d.d * flash_ld(static_cast<int>(d.sk));
-  return 2 * (ks + d.sk * flash_ld(static_cast<int>(d.dv)) + 16 * nw * flash_ld(static_cast<int>(d.d)));
+__host__ __device__ inline int64_t flash_smem(const AttentionDesc& d, int nw, int ks, bool krows) {
+  const int64_t rows = 16 * (nw / ks);
+  const int64_t kv = krows ? d.sk * flash_ld(static_cast<int>(d.d)) : d.d * flash_ld(static_cast<int>(d.sk));
+  const int64_t staged = 2 * (kv + d.sk * flash_ld(static_cast<int>(d.dv)) + rows * flash_ld(static_cast<int>(d.d)));
+  // The split-key merge: per row group and further split, O (fp32, rows padded) and (max, sum).
+  const int64_t merge = ks > 1 ? 4 * (nw / ks) * (ks - 1) * 16 * (flash_ld(static_cast<int>(d.dv)) + 2) : 0;
+  return staged > merge ? staged : merge;
 }
 
 template <class T>
@@ -233,43 +244,55 @@ __device__ __forceinline__ uint32_t pack2(float x, float y) {
   }
 }
 
-template <class T, int NW, bool KROWS>
+template <class T, int D, int NW, int KS, bool KROWS>
 __global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __restrict__ q, const T* __restrict__ k,
                                                                   const T* __restrict__ v, const T* __restrict__ mask,
                                                                   T* __restrict__ y, AttentionDesc d) {
+  constexpr int RG = NW / KS;
+  constexpr bool kExact = D == 64;
+  constexpr int kCols = kExact ? D : 0;  // staged row length when known
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int sk = static_cast<int>(d.sk), dd = static_cast<int>(d.d), dv = static_cast<int>(d.dv);
+  const int sk = static_cast<int>(d.sk);
+  const int dd = kExact ? D : static_cast<int>(d.d), dv = kExact ? D : static_cast<int>(d.dv);
   const int ldk = KROWS ? flash_ld(dd) : flash_ld(sk), ldv = flash_ld(dv), ldq = flash_ld(dd);
   T* ks = reinterpret_cast<T*>(smem_raw);
   T* vs = ks + (KROWS ? sk * ldk : dd * ldk);
   T* qs = vs + sk * ldv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t b = blockIdx.x;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * NW;
+  const int rg = warp % RG, split = warp / RG;
+  const uint32_t b = blockIdx.x;
+  const T* qb = q + d.off[0] + batch_offset(d, d.bs[0], b);
+  const T* kb = k + d.off[1] + batch_offset(d, d.bs[1], b);
+  const T* vb = v + d.off[2] + batch_offset(d, d.bs[2], b);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * RG;
   // The block's Q rows with the first chunk of 64 keys (K and V) in one cp.async group, each
-  // further chunk in its own: the first chunk's products run while the rest is in flight.
-  const int rows = static_cast<int>(d.sq - row0 < 16 * NW ? d.sq - row0 : 16 * NW);
-  stage<true>(qs, ldq, operand(q, d, 0, b) + row0 * d.rs[0], rows, dd, d.rs[0], d.cs[0]);
+  // further chunk in its own.
+  const int rows = static_cast<int>(d.sq - row0 < 16 * RG ? d.sq - row0 : 16 * RG);
+  stage<true, kCols>(qs, ldq, qb + row0 * d.rs[0], rows, dd, d.rs[0], d.cs[0]);
   const int chunks = (sk + 63) / 64;
   for (int c0 = 0; c0 < sk; c0 += 64) {
     const int n = sk - c0 < 64 ? sk - c0 : 64;
-    const T* kc = operand(k, d, 1, b) + c0 * d.cs[1];
-    if (KROWS) stage<true>(ks + c0 * ldk, ldk, kc, n, dd, d.cs[1], d.rs[1]);  // [sk][d]
-    else stage<true>(ks + c0, ldk, kc, dd, n, d.rs[1], d.cs[1]);              // [d][sk]
-    stage<true>(vs + c0 * ldv, ldv, operand(v, d, 2, b) + c0 * d.rs[2], n, dv, d.rs[2], d.cs[2]);
+    const T* kc = kb + c0 * d.cs[1];
+    if (KROWS) stage<true, kCols>(ks + c0 * ldk, ldk, kc, n, dd, d.cs[1], d.rs[1]);  // [sk][d]
+    else stage<true>(ks + c0, ldk, kc, dd, n, d.rs[1], d.cs[1]);                     // [d][sk]
+    stage<true, kCols>(vs + c0 * ldv, ldv, vb + c0 * d.rs[2], n, dv, d.rs[2], d.cs[2]);
     __pipeline_commit();
   }
-  for (int i = rows * dd + threadIdx.x; i < 16 * NW * dd; i += blockDim.x) qs[(i / dd) * ldq + i % dd] = T(0.f);
-  const int64_t wrow = row0 + warp * 16;
+  for (int i = rows * dd + threadIdx.x; i < 16 * RG * dd; i += blockDim.x) qs[(i / dd) * ldq + i % dd] = T(0.f);
+  const int64_t wrow = row0 + rg * 16;
   const bool active = wrow < d.sq;  // idle warps of the last block still join the barriers below
-  // Q's A fragments, all of d.
-  __pipeline_wait_prior(chunks - 1);
+  // This warp's keys: [kbeg, kend), whole chunks of 64 from kbeg.
+  const int span = KS == 1 ? sk : ((sk + KS - 1) / KS + 15) / 16 * 16;
+  const int kbeg = split * span < sk ? split * span : sk, kend = kbeg + span < sk ? kbeg + span : sk;
+  if (KS == 1) __pipeline_wait_prior(chunks - 1);
+  else __pipeline_wait_prior(0);
   __syncthreads();
-  const T* qw = qs + warp * 16 * ldq;
-  uint32_t qa[8][4];
+  // Q's A fragments, all of d.
+  const T* qw = qs + rg * 16 * ldq;
+  uint32_t qa[D / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk)
-    if (active && kk < dd / 16) {
+  for (int kk = 0; kk < D / 16; ++kk)
+    if (active && (kExact || kk < dd / 16)) {
       qa[kk][0] = lds32(qw + g * ldq + kk * 16 + 2 * t);
       qa[kk][1] = lds32(qw + (g + 8) * ldq + kk * 16 + 2 * t);
       qa[kk][2] = lds32(qw + g * ldq + kk * 16 + 8 + 2 * t);
@@ -280,24 +303,24 @@ __global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __res
   const int64_t moff = mask ? batch_offset(d, d.mask_bs, b) : 0;
   const int64_t r_lo = wrow + g, r_hi = wrow + g + 8;  // this thread's two rows
   float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};
-  float o[16][4];
+  float o[D / 8][4];
 #pragma unroll
-  for (int n = 0; n < 16; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  for (int c0 = 0; c0 < sk; c0 += 64) {
-    if (c0 > 0) {  // this chunk's K and V
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  for (int c0 = kbeg; c0 < kend; c0 += 64) {
+    if (KS == 1 && c0 > 0) {  // this chunk's K and V
       __pipeline_wait_prior(chunks - 1 - c0 / 64);
       __syncthreads();
     }
     if (!active) continue;
-    const int tiles = sk - c0 < 64 ? (sk - c0) / 8 : 8;  // n8 tiles of keys in this chunk (even)
+    const int tiles = kend - c0 < 64 ? (kend - c0) / 8 : 8;  // n8 tiles of keys in this chunk (even)
     float s[8][4];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
       if (j < tiles) {
 #pragma unroll
-        for (int kk = 0; kk < 8; ++kk)
-          if (kk < dd / 16) {
+        for (int kk = 0; kk < D / 16; ++kk)
+          if (kExact || kk < dd / 16) {
             uint32_t b0, b1;
             if (KROWS) {
               const T* kr = ks + (c0 + j * 8 + g) * ldk + kk * 16 + 2 * t;
@@ -333,7 +356,7 @@ __global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __res
       m[h] = mn;
       l[h] *= corr;
 #pragma unroll
-      for (int n = 0; n < 16; ++n) {
+      for (int n = 0; n < D / 8; ++n) {
         o[n][2 * h] *= corr;
         o[n][2 * h + 1] *= corr;
       }
@@ -354,80 +377,123 @@ __global__ void __launch_bounds__(NW * 32) attention_flash_kernel(const T* __res
         const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
                                 pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-        for (int n = 0; n < 16; ++n)
-          if (n < dv / 8) {
+        for (int n = 0; n < D / 8; ++n)
+          if (kExact || n < dv / 8) {
             uint32_t b0, b1;
             ldsm_b_trans(vs + (c0 + kk * 16) * ldv + n * 8, ldv, b0, b1);
             mma16816<T>(o[n], pa, b0, b1);
           }
       }
   }
-  if (!active) return;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < 2; ++h) {  // each row's sum over its four lanes
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    l[h] = 1.f / l[h];
   }
-  T* yb = operand(y, d, 3, b);
+  if constexpr (KS > 1) {
+    // Split keys: warps 1.. of each row group leave (max, sum, O) in shared memory (over K and V,
+    // once every warp is done with them); warp 0 of the group merges them, each thread the
+    // elements it holds itself.
+    const int ldo = flash_ld(dv) + 2;  // O's row, then the row's max and sum
+    float* merge = reinterpret_cast<float*>(smem_raw);
+    __syncthreads();
+    if (active && split > 0) {
+      float* part = merge + ((rg * (KS - 1) + split - 1) * 16) * ldo;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float* pr = part + (g + 8 * h) * ldo;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n)
+          if (kExact || n < dv / 8) *reinterpret_cast<float2*>(pr + n * 8 + 2 * t) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+        if (t == 0) pr[ldo - 2] = m[h], pr[ldo - 1] = l[h];
+      }
+    }
+    __syncthreads();
+    if (split > 0 || !active) return;
+#pragma unroll
+    for (int s2 = 1; s2 < KS; ++s2) {
+      const float* part = merge + ((rg * (KS - 1) + s2 - 1) * 16) * ldo;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float* pr = part + (g + 8 * h) * ldo;
+        const float ms = pr[ldo - 2], mn = fmaxf(m[h], ms), c_own = exp2f(m[h] - mn), c_other = exp2f(ms - mn);
+        m[h] = mn;
+        l[h] = l[h] * c_own + pr[ldo - 1] * c_other;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n)
+          if (kExact || n < dv / 8) {
+            const float2 po = *reinterpret_cast<const float2*>(pr + n * 8 + 2 * t);
+            o[n][2 * h] = o[n][2 * h] * c_own + po.x * c_other;
+            o[n][2 * h + 1] = o[n][2 * h + 1] * c_own + po.y * c_other;
+          }
+      }
+    }
+  }
+  if (!active) return;
+  T* yb = y + d.off[3] + batch_offset(d, d.bs[3], b);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t row = h ? r_hi : r_lo;
     if (row >= d.sq) continue;
+    const float inv = 1.f / l[h];
     T* yr = yb + row * d.rs[3];
     const bool pairs = d.cs[3] == 1 && reinterpret_cast<uintptr_t>(yr) % 4 == 0;  // two columns per 4-byte store
 #pragma unroll
-    for (int n = 0; n < 16; ++n)
-      if (n < dv / 8) {
+    for (int n = 0; n < D / 8; ++n)
+      if (kExact || n < dv / 8) {
         const int64_t c = n * 8 + 2 * t;
         if (pairs) {
-          *reinterpret_cast<uint32_t*>(yr + c) = pack2<T>(o[n][2 * h] * l[h], o[n][2 * h + 1] * l[h]);
+          *reinterpret_cast<uint32_t*>(yr + c) = pack2<T>(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
         } else {
-          st(yr, c * d.cs[3], o[n][2 * h] * l[h]);
-          st(yr, (c + 1) * d.cs[3], o[n][2 * h + 1] * l[h]);
+          st(yr, c * d.cs[3], o[n][2 * h] * inv);
+          st(yr, (c + 1) * d.cs[3], o[n][2 * h + 1] * inv);
         }
       }
   }
 }
 
-template <class T, bool KROWS, class F>
-int with_flash_warps(int nw, F&& f) {
-  switch (nw) {
-    case 1: return f(attention_flash_kernel<T, 1, KROWS>);
-    case 2: return f(attention_flash_kernel<T, 2, KROWS>);
-    case 4: return f(attention_flash_kernel<T, 4, KROWS>);
-  }
+// The block shapes (warps, key splits) the tactics offer: cuda_flash_w2, _w4, _w4s2, _w8s2.
+template <class T, int D, bool KROWS, class F>
+int with_flash_shape(int nw, int ks, F&& f) {
+  if (nw == 2 && ks == 1) return f(attention_flash_kernel<T, D, 2, 1, KROWS>);
+  if (nw == 4 && ks == 1) return f(attention_flash_kernel<T, D, 4, 1, KROWS>);
+  if (nw == 4 && ks == 2) return f(attention_flash_kernel<T, D, 4, 2, KROWS>);
+  if (nw == 8 && ks == 2) return f(attention_flash_kernel<T, D, 8, 2, KROWS>);
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
 template <class T, class F>
-int with_flash(const AttentionDesc& d, int nw, F&& f) {
-  return k_rows(d) ? with_flash_warps<T, true>(nw, f) : with_flash_warps<T, false>(nw, f);
+int with_flash(const AttentionDesc& d, int nw, int ks, F&& f) {
+  const bool d64 = d.d == 64 && d.dv == 64;
+  if (k_rows(d)) return d64 ? with_flash_shape<T, 64, true>(nw, ks, f) : with_flash_shape<T, 128, true>(nw, ks, f);
+  return d64 ? with_flash_shape<T, 64, false>(nw, ks, f) : with_flash_shape<T, 128, false>(nw, ks, f);
 }
 
 }  // namespace
 
-int64_t attention_flash_smem_bytes(const AttentionDesc& d, int warps) { return flash_smem(d, warps, k_rows(d)); }
+int64_t attention_flash_smem_bytes(const AttentionDesc& d, int warps, int splits) {
+  return flash_smem(d, warps, splits, k_rows(d));
+}
 
-int attention_flash_init(Elem t, const AttentionDesc& d, int warps) {
+int attention_flash_init(Elem t, const AttentionDesc& d, int warps, int splits) {
   return with_half(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    return with_flash<T>(d, warps, [&](auto kernel) {
+    return with_flash<T>(d, warps, splits, [&](auto kernel) {
       return static_cast<int>(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(flash_smem(d, warps, k_rows(d)))));
+                                                   static_cast<int>(flash_smem(d, warps, splits, k_rows(d)))));
     });
   });
 }
 
 int attention_flash(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y,
-                    const AttentionDesc& d, int warps, void* stream) {
+                    const AttentionDesc& d, int warps, int splits, void* stream) {
   if (d.batches <= 0 || d.sq <= 0) return 0;
-  const int64_t rows = 16 * warps;
+  const int64_t rows = 16 * (warps / splits);
   const dim3 grid(static_cast<unsigned>(d.batches), static_cast<unsigned>((d.sq + rows - 1) / rows));
   return with_half(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    return with_flash<T>(d, warps, [&](auto kernel) {
-      kernel<<<grid, 32 * warps, static_cast<size_t>(flash_smem(d, warps, k_rows(d))), as_stream(stream)>>>(
+    return with_flash<T>(d, warps, splits, [&](auto kernel) {
+      kernel<<<grid, 32 * warps, static_cast<size_t>(flash_smem(d, warps, splits, k_rows(d))), as_stream(stream)>>>(
           static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(mask),
           static_cast<T*>(y), d);
       return launched();

@@ -129,11 +129,12 @@ int attention(Elem t, const void* q, const void* k, const void* v, const void* m
               void* stream);
 // The same with the scores in registers (mma.sync, online softmax over chunks of 64 keys): fp16 or
 // bf16, d and dv multiples of 16 up to 128, sk a multiple of 16; K, V and the block's Q rows in
-// shared memory (attention_flash_smem_bytes).
-int64_t attention_flash_smem_bytes(const AttentionDesc& d, int warps);
-int attention_flash_init(Elem t, const AttentionDesc& d, int warps);
+// shared memory (attention_flash_smem_bytes). Blocks of `warps` warps, `splits` of them per 16
+// query rows, each taking 1/splits of the keys: (warps, splits) in (2, 1), (4, 1), (4, 2), (8, 2).
+int64_t attention_flash_smem_bytes(const AttentionDesc& d, int warps, int splits);
+int attention_flash_init(Elem t, const AttentionDesc& d, int warps, int splits);
 int attention_flash(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y,
-                    const AttentionDesc& d, int warps, void* stream);
+                    const AttentionDesc& d, int warps, int splits, void* stream);
 
 // Overwrites `bytes` of scratch device memory (one read-modify-write pass): with `bytes` above the
 // L2 size, the engine's next kernels start with a cold L2 (bench --l2-flush).
