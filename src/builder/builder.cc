@@ -381,8 +381,10 @@ Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults, kernels::Ba
     if (st.is_ok()) r.candidates.emplace_back(t, t->cost(s));
     else r.not_applicable.push_back(std::string(t->name) + ": " + st.message());
   }
-  std::stable_sort(r.candidates.begin(), r.candidates.end(),
-                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  // Approximate tactics rank after every exact one, whatever their cost.
+  std::stable_sort(r.candidates.begin(), r.candidates.end(), [](const auto& a, const auto& b) {
+    return a.first->approximate != b.first->approximate ? b.first->approximate : a.second < b.second;
+  });
   return r;
 }
 
@@ -867,6 +869,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     } else if (selection == "isolated" && ranked.candidates.size() > 1) {
       double best = INFINITY;
       for (auto& [t, cost] : ranked.candidates) {
+        if (t->approximate) continue;  // not the op's function: only the tuner, gated by accuracy, may pick it
         cost = time_isolated_impl(*t, desc);
         if (cost < best) {
           best = cost;

@@ -94,6 +94,10 @@ struct Tactic {
   // which); every other tactic only ever sees plain (nchw) steps.
   bool layouts = false;
   bool dynamic_shapes = false;  // can run dynamic steps (StepDesc::dynamic; Kernel::run_dynamic)
+  // Computes an approximation of the op beyond rounding (cuBLASLt's tanh GELU for the graph's erf
+  // GELU): never the default's choice nor the isolated selection's, only a value the tuner may
+  // search, where the accuracy gate decides (builder.cc rank_tactics).
+  bool approximate = false;
 };
 
 // Every CPU tactic for `op` (the reference fallback included, always last). With

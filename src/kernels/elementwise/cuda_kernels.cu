@@ -132,11 +132,15 @@ __global__ void epilogue_kernel(T* y, const float* __restrict__ bias, const T* _
 // column count is a multiple of that and whose y (and residual) start 16-byte aligned, a residual
 // with unit column stride. A memory-bound pass: the scalar kernel's 2-byte accesses left it at
 // about a third of the bandwidth (BERT-base's bias + GELU after the FFN-in GEMM).
-template <class T>
+// kAct >= 0: the activation fixed at compile time (none, ReLU, GELU: no switch per element);
+// -1: d.act's at run time.
+template <class T, int kAct>
 __global__ void epilogue_vec_kernel(T* y, const float* __restrict__ bias, const T* __restrict__ res, EpilogueDesc d) {
   constexpr int kV = 16 / sizeof(T);
   const int64_t all_rows = d.total / d.cols;
   const int vcols = static_cast<int>(d.cols / kV);
+  const bool col_bias = bias && !d.bias_per_row;
+  const bool bias_vec = col_bias && reinterpret_cast<uintptr_t>(bias) % 16 == 0;  // float4 loads
   for (int64_t r = blockIdx.x; r < all_rows; r += gridDim.x) {
     const int64_t row = r % d.rows, b = r / d.rows;
     uint4* yr = reinterpret_cast<uint4*>(y + r * d.cols);
@@ -144,14 +148,24 @@ __global__ void epilogue_vec_kernel(T* y, const float* __restrict__ bias, const 
     const float row_bias = bias && d.bias_per_row ? bias[row] : 0.f;
     for (int c = threadIdx.x; c < vcols; c += blockDim.x) {
       uint4 yv = yr[c], rv = rr ? rr[c] : uint4{};
+      float bv[kV];
+      if (bias_vec) {
+#pragma unroll
+        for (int k = 0; k < kV; k += 4) {
+          const float4 f = reinterpret_cast<const float4*>(bias + c * kV)[k / 4];
+          bv[k] = f.x, bv[k + 1] = f.y, bv[k + 2] = f.z, bv[k + 3] = f.w;
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kV; ++k) bv[k] = col_bias ? bias[c * kV + k] : 0.f;
+      }
       T* ye = reinterpret_cast<T*>(&yv);
       const T* re = reinterpret_cast<const T*>(&rv);
 #pragma unroll
       for (int k = 0; k < kV; ++k) {
-        float v = ld(ye, k) + row_bias;
-        if (bias && !d.bias_per_row) v += bias[c * kV + k];
+        float v = ld(ye, k) + row_bias + bv[k];
         if (rr) v += d.res_scale * ld(re, k);
-        st(ye, k, apply_act(d.act, v, d.alpha, d.beta));
+        st(ye, k, apply_act(kAct >= 0 ? kAct : d.act, v, d.alpha, d.beta));
       }
       yr[c] = yv;
     }
@@ -464,9 +478,15 @@ int epilogue(Elem t, void* y, const float* bias, const void* res, const Epilogue
                      (!res || (aligned(res) && d.r_cs == 1 && d.r_rs % kV == 0 && d.r_bs % kV == 0));
     const int64_t work = vec ? d.cols / kV : d.cols;  // threads' items per row
     const int threads = work >= kThreads ? kThreads : static_cast<int>((work + 31) / 32 * 32);
-    if (vec)
-      epilogue_vec_kernel<T><<<grid, threads, 0, as_stream(stream)>>>(static_cast<T*>(y), bias, static_cast<const T*>(res), d);
-    else
+    if (vec) {
+      auto launch = [&](auto kernel) {
+        kernel<<<grid, threads, 0, as_stream(stream)>>>(static_cast<T*>(y), bias, static_cast<const T*>(res), d);
+      };
+      if (d.act == 0) launch(epilogue_vec_kernel<T, 0>);
+      else if (d.act == 1) launch(epilogue_vec_kernel<T, 1>);
+      else if (d.act == 7) launch(epilogue_vec_kernel<T, 7>);
+      else launch(epilogue_vec_kernel<T, -1>);
+    } else
       epilogue_kernel<T><<<grid, threads, 0, as_stream(stream)>>>(static_cast<T*>(y), bias, static_cast<const T*>(res), d);
     return launched();
   });
