@@ -66,6 +66,7 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
     std::printf("  %-36s %-14s %-20s (%s)", r.node.c_str(), r.op.c_str(), r.chosen.c_str(), r.why.c_str());
     for (const auto& [t, c] : r.candidates) std::printf(" %s=%.3g", t.c_str(), c);
     std::printf("\n");
+    for (const std::string& why : r.not_applicable) std::printf("      not applicable: %s\n", why.c_str());
   }
 }
 
@@ -77,7 +78,8 @@ int cmd_build(int argc, char** argv) {
       "                       [-o MODEL.plan] [--verbose]\n"
       "Builds an engine plan (default route unless told otherwise) and prints its summary: steps,\n"
       "tactics per node, fusions, reformats, arena and weight bytes, build time. -o saves the plan.\n"
-      "  --verbose   every step with its candidate tactics and their estimated cost (ns)\n"
+      "  --verbose   every step with its candidate tactics and their estimated cost (ns), and why the\n"
+      "              others do not apply\n"
       "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n";
   std::vector<std::string> words(argv, argv + argc);
   for (std::string& w : words)

@@ -2,11 +2,15 @@
 // 4-D, broadcast masks, threads), and the fuse_attention pass on and off against the reference
 // interpreter on the original graph.
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <span>
 #include <tuple>
 
 #include "backends/cuda/device.h"
 #include "builder_test_util.h"
+#include "io/onnx_import.h"
+#include "io/test_case.h"
 #include "ir/strided.h"
 #include "kernels/tactic_check.h"
 
@@ -411,6 +415,50 @@ TEST(BuilderPasses, AttentionViewsAbsorbPyTorchMultiheadLayouts) {
         EXPECT_EQ(test::mismatch_vs_reference(**e, model, 6, 1e-5, 1e-4), "") << what << " route '" << route << "'";
       }
     }
+}
+
+// At batch 1 the operand views drop the batch dim of size 1 (scores [heads, sq, sk]) while the
+// mask keeps its rank ([1, 1, 1, sk], bert-toy's): it still broadcasts, so every attention gets a
+// fused tactic (it fell back to the reference kernel), and the engine matches the stored outputs.
+TEST(BuilderPasses, AttentionViewsAtBatchOneKeepTheMask) {
+  const std::string dir = std::string(TAC_MODELS_DIR) + "/bert-toy";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+  auto model = io::load_model(dir + "/model.onnx");
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  auto data = io::load_test_data(*model, dir);
+  ASSERT_TRUE(data.is_ok() && !data->empty()) << data.status().to_string();
+  // The stored inputs' first row (batch 1); the reference interpreter's outputs for it.
+  std::vector<Tensor> in;
+  builder::BuildOptions opts;
+  const ir::Graph& g = model->graph;
+  for (size_t i = 0; i < (*data)[0].inputs.size(); ++i) {
+    const Tensor& full = (*data)[0].inputs[i].tensor;
+    Shape shape = full.shape();
+    ASSERT_GE(shape.size(), 1u);
+    shape[0] = 1;
+    auto row = Tensor::create(full.dtype(), shape);
+    ASSERT_TRUE(row.is_ok());
+    std::memcpy(row->raw(), full.raw(), row->bytes());
+    in.push_back(std::move(row).value());
+    const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
+    for (size_t k = 0; k < t.dims.size() && k < shape.size(); ++k)
+      if (!t.dims[k].known() && !t.dims[k].symbol.empty()) opts.dims[t.dims[k].symbol] = shape[k];
+  }
+  auto e = test::build_engine(*model, "", opts);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  int fused = 0;
+  for (const builder::PlanStep& st : (*e)->plan().steps) {
+    const ir::Node& n = (*e)->plan().model.graph.nodes[static_cast<size_t>(st.node)];
+    if (n.op != ir::OpKind::FusedAttention) continue;
+    ++fused;
+    EXPECT_NE(std::string(st.tactic->name), "reference") << n.name;
+  }
+  EXPECT_EQ(fused, 5);
+  auto got = (*e)->run(in);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  auto want = test::reference_outputs(*model, in);
+  ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+  EXPECT_EQ(test::compare_outputs(*got, *want, 1e-5, 1e-4), "");
 }
 
 // pass.move_transposes on the batch_first layer: the Transpose before the in-projection sinks

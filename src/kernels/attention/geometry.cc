@@ -52,7 +52,10 @@ Result<Geometry> geometry(const StepDesc& s) {
     scores.push_back(g.sq);
     scores.push_back(g.sk);
     const size_t r = scores.size();
-    const Shape& m = s.in_shapes[3];
+    // Leading 1s of the mask broadcast over nothing: operand views drop the batch dims of size 1
+    // (BERT at batch 1: scores [heads, sq, sk], mask [1, 1, 1, sk]).
+    Shape m = s.in_shapes[3];
+    while (m.size() > r && m.front() == 1) m.erase(m.begin());
     if (m.size() > r) return not_applicable("mask of higher rank than the scores");
     g.mask_stride.assign(r, 0);
     int64_t stride = 1;
