@@ -690,6 +690,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   std::map<std::string, std::vector<std::string>> default_values;
   // Per node and tactic, the precisions under which it applied (variants 0, 1: fp32).
   std::map<std::string, std::map<std::string, std::vector<std::string>>> precisions_of;
+  std::map<std::string, std::set<std::string>> approximate_of;  // per node: its approximate tactics
   std::vector<std::string> order;
   // Precision and layout knobs: the candidates of the default graph (see precision.h, layout.h).
   std::vector<Knob> precision_knobs, layout_knobs;
@@ -752,6 +753,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       if (variant == 0) groups[n.name] = node_signature(g->graph, n);
       for (const auto& [t, cost] : r2.candidates) {
         if (std::find(it->second.begin(), it->second.end(), t->name) == it->second.end()) it->second.push_back(t->name);
+        if (t->approximate) approximate_of[n.name].insert(t->name);
         // The precision the node computes in here: a lowered node reads bf16, fp16 or 8-bit data.
         const DType in = n.inputs.empty() || n.inputs[0] == ir::kNoValue
                              ? DType::float32 : g->graph.values[static_cast<size_t>(n.inputs[0])].type.dtype;
@@ -784,6 +786,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
            ops[name] + ": the tactic computing this node (auto: chosen by builder.selection)", KnobScope::node,
            groups.count(name) ? groups[name] : ops[name] + "#" + name,
            default_values.count(name) ? default_values[name] : std::vector<std::string>{"auto"}};
+    if (auto a = approximate_of.find(name); a != approximate_of.end()) k.approximate.assign(a->second.begin(), a->second.end());
     if (auto pc = precision_count.find(name); pc != precision_count.end())
       for (const auto& [t, ps] : precisions_of[name])
         if (ps.size() + 1 < pc->second) k.value_precisions[t] = ps;

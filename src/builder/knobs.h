@@ -31,6 +31,9 @@ struct Knob {
   // a route pinning it on an fp32 node pins nothing: the pin is inactive (see active_route).
   // A value absent here applies under every precision.
   std::map<std::string, std::vector<std::string>> value_precisions = {};
+  // Values that compute an approximation of the node's op (kernels::Tactic::approximate):
+  // searched, never a default; the tuner tries them together in one seed.
+  std::vector<std::string> approximate = {};
 };
 
 class KnobSpace {

@@ -747,7 +747,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
       }
       waiting.erase(f.route);
       add_entry(rec);
-      line(f.who.rfind("isolated", 0) == 0 ? f.who + " seed: " + rec.status + " " + fmt(rec.median_ms) + " ms" : "");
+      line(f.who.rfind("isolated", 0) == 0 || f.who == "approximate" ? f.who + " seed: " + rec.status + " " + fmt(rec.median_ms) + " ms" : "");
       return Status::ok();
     }
     if (f.kind == JobKind::profile) {
@@ -797,6 +797,27 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     std::optional<Point> point;
   };
   std::deque<Seed> seeds;
+  // The approximate seed: every dimension that offers an approximate tactic (cuBLASLt's tanh GELU
+  // for the erf GELU) at its first such value, the rest at the default. One candidate answers
+  // whether the approximations pass the tolerance at all and what they gain together; the
+  // strategy learns from it as from any point.
+  if (searching.count(opts.strategy) && budget_left().empty()) {
+    Point ap = default_point(space);
+    int approximate = 0;
+    for (size_t d = 0; d < space.dims.size(); ++d) {
+      const Dimension& dim = space.dims[d];
+      for (size_t v = 0; v < dim.values.size() && ap[d] == dim.default_index; ++v)
+        for (const std::string& name : dim.knobs) {
+          const builder::Knob* k = knobs.find(name);
+          if (k && std::find(k->approximate.begin(), k->approximate.end(), dim.values[v]) != k->approximate.end()) {
+            ap[d] = static_cast<int>(v);
+            ++approximate;
+            break;
+          }
+        }
+    }
+    if (approximate > 0 && !history.contains(ap)) seeds.push_back({active_text(route_of(space, ap)), "approximate", ap});
+  }
   if (opts.seed_isolated && def_profile.status == "ok" && isolated.status == "ok" && budget_left().empty()) {
     const IsolatedSeed seed = isolated_seed(space, knobs, space.base, def_profile.tactics, isolated.tactics);
     line("isolated selection differs from the default on " + std::to_string(seed.pinned) + " nodes");
