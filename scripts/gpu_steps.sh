@@ -39,6 +39,7 @@ need=$(for s in "$@"; do
     bench:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
   esac
 done | sort -u | tr '\n' ',' | sed 's/,$//')
+ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)  # Nsight Compute, if any
 log() { echo "[$(date -u +%T)] $*" >> "$out/steps.log"; }
 if [ -n "$need" ]; then
   timeout 300 python3 "$root/bench/cuda_torch.py" --export "$mdir" --models "$need" --modes "" --ceilings \
@@ -59,7 +60,6 @@ for s in "$@"; do
       IFS=: read -r kind m b rx route <<< "$s"
       [ "$kind" = ncutimes ] && { route=$rx; rx=""; }
       route=${route:-precision.default=fp16}
-      ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
       run=(tactician run "$mdir/$m/model.onnx" --backend cuda --route "${route//+/ }" --random-inputs --dim batch=$b)
       if [ "$kind" = ncu ]; then
         timeout 300 "$ncu_bin" --clock-control none --cache-control none --kernel-name "regex:$rx" --launch-skip 1 \
@@ -70,7 +70,6 @@ for s in "$@"; do
       fi ;;
     pin:*)
       IFS=: read -r _ m b tacs <<< "$s"
-      ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
       model=$mdir/$m/model.onnx
       tactician knobs "$model" --backend cuda --dim batch=$b --json > /tmp/knobs-$m-$b.json 2>> "$out/pins.txt"
       for tac in ${tacs//,/ }; do

@@ -802,20 +802,19 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // whether the approximations pass the tolerance at all and what they gain together; the
   // strategy learns from it as from any point.
   if (searching.count(opts.strategy) && budget_left().empty()) {
+    // The index of the first value of `dim` that one of its knobs lists as approximate, or -1.
+    auto first_approximate = [&](const Dimension& dim) {
+      for (size_t v = 0; v < dim.values.size(); ++v)
+        for (const std::string& name : dim.knobs)
+          if (const builder::Knob* k = knobs.find(name);
+              k && std::find(k->approximate.begin(), k->approximate.end(), dim.values[v]) != k->approximate.end())
+            return static_cast<int>(v);
+      return -1;
+    };
     Point ap = default_point(space);
     int approximate = 0;
-    for (size_t d = 0; d < space.dims.size(); ++d) {
-      const Dimension& dim = space.dims[d];
-      for (size_t v = 0; v < dim.values.size() && ap[d] == dim.default_index; ++v)
-        for (const std::string& name : dim.knobs) {
-          const builder::Knob* k = knobs.find(name);
-          if (k && std::find(k->approximate.begin(), k->approximate.end(), dim.values[v]) != k->approximate.end()) {
-            ap[d] = static_cast<int>(v);
-            ++approximate;
-            break;
-          }
-        }
-    }
+    for (size_t d = 0; d < space.dims.size(); ++d)
+      if (const int v = first_approximate(space.dims[d]); v >= 0) ap[d] = v, ++approximate;
     if (approximate > 0 && !history.contains(ap)) seeds.push_back({active_text(route_of(space, ap)), "approximate", ap});
   }
   if (opts.seed_isolated && def_profile.status == "ok" && isolated.status == "ok" && budget_left().empty()) {

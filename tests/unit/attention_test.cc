@@ -429,21 +429,17 @@ TEST(BuilderPasses, AttentionViewsAtBatchOneKeepTheMask) {
   ASSERT_TRUE(data.is_ok() && !data->empty()) << data.status().to_string();
   // The stored inputs' first row (batch 1); the reference interpreter's outputs for it.
   std::vector<Tensor> in;
-  builder::BuildOptions opts;
-  const ir::Graph& g = model->graph;
-  for (size_t i = 0; i < (*data)[0].inputs.size(); ++i) {
-    const Tensor& full = (*data)[0].inputs[i].tensor;
-    Shape shape = full.shape();
+  for (const Datum& d : (*data)[0].inputs) {
+    Shape shape = d.tensor.shape();
     ASSERT_GE(shape.size(), 1u);
     shape[0] = 1;
-    auto row = Tensor::create(full.dtype(), shape);
+    auto row = Tensor::create(d.tensor.dtype(), shape);
     ASSERT_TRUE(row.is_ok());
-    std::memcpy(row->raw(), full.raw(), row->bytes());
+    std::memcpy(row->raw(), d.tensor.raw(), row->bytes());
     in.push_back(std::move(row).value());
-    const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
-    for (size_t k = 0; k < t.dims.size() && k < shape.size(); ++k)
-      if (!t.dims[k].known() && !t.dims[k].symbol.empty()) opts.dims[t.dims[k].symbol] = shape[k];
   }
+  builder::BuildOptions opts;
+  ASSERT_TRUE(builder::bind_dims(model->graph, std::vector<Datum>(in.begin(), in.end()), opts).is_ok());
   auto e = test::build_engine(*model, "", opts);
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
   int fused = 0;

@@ -300,14 +300,9 @@ TEST_F(PlanFileTest, SharedModelPlansRoundTripBitwise) {
     auto data = io::load_test_data(*model, dir);
     ASSERT_TRUE(data.is_ok() && !data->empty()) << data.status().to_string();
     std::vector<Tensor> in;
+    for (const Datum& d : (*data)[0].inputs) in.push_back(d.tensor);
     builder::BuildOptions opts;
-    const ir::Graph& g = model->graph;
-    for (size_t i = 0; i < (*data)[0].inputs.size(); ++i) {
-      in.push_back((*data)[0].inputs[i].tensor);
-      const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
-      for (size_t k = 0; k < t.dims.size() && k < in.back().shape().size(); ++k)
-        if (!t.dims[k].known() && !t.dims[k].symbol.empty()) opts.dims[t.dims[k].symbol] = in.back().shape()[k];
-    }
+    ASSERT_TRUE(builder::bind_dims(model->graph, (*data)[0].inputs, opts).is_ok());
     auto plan = builder::build_plan(*model, {}, opts);
     ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
     auto e = runtime::Engine::create(std::move(plan).value());

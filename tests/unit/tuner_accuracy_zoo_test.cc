@@ -14,19 +14,6 @@
 namespace tac::tuner {
 namespace {
 
-// Symbolic input dims bound to the data set's shapes (as `tactician check` does).
-builder::BuildOptions options_for(const ir::Graph& g, const std::vector<Datum>& inputs) {
-  builder::BuildOptions opts;
-  for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); ++i) {
-    const ir::ValueType& t = g.values[static_cast<size_t>(g.inputs[i])].type;
-    if (!inputs[i].is_tensor() || !t.has_shape || t.dims.size() != inputs[i].tensor.shape().size()) continue;
-    for (size_t k = 0; k < t.dims.size(); ++k) {
-      if (!t.dims[k].known() && !t.dims[k].symbol.empty()) opts.dims[t.dims[k].symbol] = inputs[i].tensor.shape()[k];
-    }
-  }
-  return opts;
-}
-
 class TunerAccuracyZoo : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TunerAccuracyZoo, DefaultRoutePassesDefaultTolerance) {
@@ -42,7 +29,9 @@ TEST_P(TunerAccuracyZoo, DefaultRoutePassesDefaultTolerance) {
     ASSERT_TRUE(d.is_tensor());
     inputs.push_back(d.tensor);
   }
-  auto plan = builder::build_plan(*m, builder::Route{}, options_for(m->graph, ds.inputs));
+  builder::BuildOptions opts;
+  ASSERT_TRUE(builder::bind_dims(m->graph, ds.inputs, opts).is_ok());
+  auto plan = builder::build_plan(*m, builder::Route{}, opts);
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   auto engine = runtime::Engine::create(std::move(*plan));
   ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();

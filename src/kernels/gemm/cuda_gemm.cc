@@ -113,18 +113,13 @@ Result<LtProblem> lt_problem(const StepDesc& s, bool gelu = false) {
   // cuBLASLt's C: D = act(alpha A·B + res_scale C + bias), one pass over D.
   const bool full_res = p.res_input >= 0 && p.res_rows == p.M && p.res_cols == p.N && p.res_cs == 1 &&
                         p.res_rs >= p.N && (p.batches == 1 || q.r_stride >= p.M * p.res_rs);
-  const bool lt_bias_ok = p.bias_input < 0 || q.bias_const || q.t == Elem::f32;
-  if (gelu) {
-    if (p.act.act != A::gelu) return not_applicable("no GELU in the epilogue");
-    if ((p.res_input >= 0 && !full_res) || !lt_bias_ok) return not_applicable("bias or residual cuBLASLt cannot take");
-    q.lt_bias = p.bias_input >= 0;
-    q.lt_gelu = true;
-    q.lt_res = full_res;
-    return q;
-  }
-  if ((p.res_input < 0 || full_res) && simple_act && lt_bias_ok) {
+  const bool lt_takes = (p.res_input < 0 || full_res) && (p.bias_input < 0 || q.bias_const || q.t == Elem::f32);
+  if (gelu && p.act.act != A::gelu) return not_applicable("no GELU in the epilogue");
+  if (gelu && !lt_takes) return not_applicable("bias or residual cuBLASLt cannot take");
+  if (lt_takes && (gelu || simple_act)) {
     q.lt_bias = p.bias_input >= 0;
     q.lt_relu = p.act.act == A::relu;
+    q.lt_gelu = gelu;
     q.lt_res = full_res;
   } else {
     q.own_epilogue = true;
