@@ -4,7 +4,8 @@
 # OUT/steps.log and OUT/<step>.txt. Steps:
 #   profile:MODEL:BATCH[:ROUTE]     tactician profile (CUDA, per-step times vs isolated), route default
 #                                   "precision.default=fp16" (spaces as '+') -> OUT/profile-<n>-MODEL-bBATCH.txt
-#   torch:MODES:MODEL:BATCH         bench/cuda_torch.py --modes MODES (e.g. max-autotune) -> OUT/torch.jsonl
+#   torch:MODES:MODELS              bench/cuda_torch.py --modes MODES (e.g. max-autotune) on MODELS
+#                                   ("resnet50:1,bert-base:8") -> OUT/torch.jsonl
 #   bench:CONFIGS:MODELS            bench/run_cuda.sh with TAC_CONFIGS=CONFIGS (',' separated) on MODELS
 #                                   ("resnet50:1,bert-base:8"), torch skipped -> OUT/bench/
 #   ncu:MODEL:BATCH:REGEX[:ROUTE]   Nsight Compute, full set, on the 2nd launch of the kernels matching REGEX in one
@@ -17,6 +18,8 @@
 #   unit                            the CUDA unit tests (scripts/gpu_check.sh --unit)
 #   check:NAME[:ROUTE:RTOL:ATOL]     `check` of every DEVPACK zoo model on CUDA (route spaces as '+')
 #                                   -> OUT/check-NAME/summary.txt
+#   checktune:BUDGET                `tune --backend cuda --budget BUDGET` of every DEVPACK zoo model (default
+#                                   tolerance), then `check` of its best.route -> OUT/checktune/summary.txt
 #   mpi:MODEL:BUDGET:NPS            tune DEVPACK's zoo MODEL on CUDA (fp16 default route, random strategy,
 #                                   seed 1) in one process, then under the carried mpirun with each -np
 #                                   of NPS (',' separated) -> OUT/mpi/<np>/summary.json, OUT/mpi-<np>.txt
@@ -35,7 +38,7 @@ need=$(for s in "$@"; do
   case "$s" in
     profile:*|ncutimes:*|pin:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
     ncu:*) IFS=: read -r _ m b _ _ <<< "$s"; echo "$m:$b" ;;
-    torch:*) IFS=: read -r _ _ m b <<< "$s"; echo "$m:$b" ;;
+    torch:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
     bench:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
   esac
 done | sort -u | tr '\n' ',' | sed 's/,$//')
@@ -85,8 +88,8 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
         echo "$m b$b $tac: $k; bench $r" >> "$out/pins.txt"
       done ;;
     torch:*)
-      IFS=: read -r _ modes m b <<< "$s"
-      timeout 500 python3 "$root/bench/cuda_torch.py" --models "$m:$b" --modes "$modes" >> "$out/torch.jsonl" 2>> "$out/torch.log" ;;
+      IFS=: read -r _ modes ms <<< "$s"
+      timeout 500 python3 "$root/bench/cuda_torch.py" --models "$ms" --modes "$modes" >> "$out/torch.jsonl" 2>> "$out/torch.log" ;;
     bench:*)
       IFS=: read -r _ configs ms <<< "$s"
       TAC_CONFIGS="${configs//,/ }" LOW=fp16 bash "$root/bench/run_cuda.sh" "$pkg" "$out/bench" --skip-torch \
@@ -98,6 +101,8 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
       extra=()
       [ -n "$route" ] && extra=(--route "${route//+/ }" --rtol "${rtol:-1e-3}" --atol "${atol:-1e-4}")
       bash "$root/scripts/gpu_check.sh" "$pkg" "$out/check-$name" "${extra[@]}" "$dp"/models/*/ ;;
+    checktune:*)
+      bash "$root/scripts/gpu_check.sh" "$pkg" "$out/checktune" --tune "${s#checktune:}" "$dp"/models/*/ ;;
     mpi:*)
       IFS=: read -r _ m budget nps <<< "$s"
       args=("$dp/models/$m/model.onnx" --backend cuda --route precision.default=fp16 --tolerance "cos>=0.999"
