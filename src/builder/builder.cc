@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -872,7 +873,10 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     } else if (selection == "isolated" && ranked.candidates.size() > 1) {
       double best = INFINITY;
       for (auto& [t, cost] : ranked.candidates) {
-        if (t->approximate) continue;  // not the op's function: only the tuner, gated by accuracy, may pick it
+        if (t->approximate) {  // not the op's function: only the tuner, gated by accuracy, may pick it
+          cost = NAN;           // untimed: its model estimate is no time to rank beside measured ones
+          continue;
+        }
         cost = time_isolated_impl(*t, desc);
         if (cost < best) {
           best = cost;

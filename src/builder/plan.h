@@ -40,7 +40,7 @@ struct PlanStep {
 struct TacticRanking {
   std::string node;  // node name (the knob is tactic.<node>)
   std::string op;
-  std::vector<std::pair<std::string, double>> candidates;  // tactic, cost (ns estimate or measured)
+  std::vector<std::pair<std::string, double>> candidates;  // tactic, cost (ns estimate or measured; NaN: untimed)
   std::vector<std::string> not_applicable;                 // "tactic: reason"
   std::string chosen;
   std::string why;  // "heuristic", "isolated", "route"

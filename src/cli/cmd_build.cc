@@ -1,4 +1,5 @@
 // tactician build MODEL.onnx [--route "k=v ..." | --route-file F] [-o MODEL.plan]
+#include <cmath>
 #include <cstdio>
 
 #include "backends/cuda/device.h"
@@ -64,7 +65,8 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
   std::printf("steps:\n");
   for (const builder::TacticRanking& r : plan.report.rankings) {
     std::printf("  %-36s %-14s %-20s (%s)", r.node.c_str(), r.op.c_str(), r.chosen.c_str(), r.why.c_str());
-    for (const auto& [t, c] : r.candidates) std::printf(" %s=%.3g", t.c_str(), c);
+    for (const auto& [t, c] : r.candidates)
+      std::isnan(c) ? std::printf(" %s=untimed", t.c_str()) : std::printf(" %s=%.3g", t.c_str(), c);
     std::printf("\n");
     for (const std::string& why : r.not_applicable) std::printf("      not applicable: %s\n", why.c_str());
   }
