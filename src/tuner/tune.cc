@@ -76,7 +76,7 @@ Result<double> parse_duration(const std::string& text) {
 }
 
 Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs,
-                                      const builder::Route& fixed) {
+                                      const builder::Route& fixed, bool with_precision) {
   for (const std::string& g : globs) {
     bool any = false;
     for (const builder::Knob& k : knobs.knobs()) any |= fnmatch(g.c_str(), k.name.c_str(), 0) == 0;
@@ -88,11 +88,13 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
   std::map<std::string, size_t> group_dim;
   for (const builder::Knob& k_in : knobs.knobs()) {
     // Searched only when --knobs names them: the classic-builder knobs (builder.selection,
-    // builder.prune) only reproduce the failure modes the tuner exists to avoid; the precision
-    // knobs need a tolerance that admits bf16/int8 (the default fp32 one rejects every such
-    // candidate). Searched together with tactic knobs, a tactic pinned for another precision than
-    // its node's is inactive (builder::active_route), and such points are evaluated once.
-    const bool opt_in = k_in.name.rfind("builder.", 0) == 0 || k_in.name.rfind("precision.", 0) == 0;
+    // builder.prune) only reproduce the failure modes the tuner exists to avoid. The precision
+    // knobs also when the user gave the tolerance (the default fp32 one rejects every bf16/int8
+    // candidate; any other is the user's accuracy contract, and the tolerance, not a rule here,
+    // decides which precisions pass). Searched together with tactic knobs, a tactic pinned for
+    // another precision than its node's is inactive (builder::active_route), and such points are
+    // evaluated once.
+    const bool opt_in = k_in.name.rfind("builder.", 0) == 0 || (k_in.name.rfind("precision.", 0) == 0 && !with_precision);
     if (k_in.name == "threads" || fixed.values.count(k_in.name) || (opt_in && globs.empty()) ||
         !matches(globs, k_in.name))
       continue;
@@ -358,7 +360,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return invalid_argument("--route sets threads=" + opts.fixed.values.at("threads") + ", --threads " + threads);
   if (Status st = builder::validate_route(opts.fixed, knobs); !st.is_ok())
     return invalid_argument("--route: " + st.message());
-  TAC_ASSIGN_OR_RETURN(SearchSpace space, make_search_space(knobs, opts.knob_globs, opts.fixed));
+  const bool user_tolerance = opts.tolerance.to_string() != Tolerance::default_fp32().to_string();
+  TAC_ASSIGN_OR_RETURN(SearchSpace space, make_search_space(knobs, opts.knob_globs, opts.fixed, user_tolerance));
   sum.dimensions = space.dims.size();
   sum.space_size = space.size();
   TAC_ASSIGN_OR_RETURN(const std::string device, builder::device_fingerprint(opts.backend));
@@ -747,7 +750,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
       }
       waiting.erase(f.route);
       add_entry(rec);
-      line(f.who.rfind("isolated", 0) == 0 || f.who == "approximate" ? f.who + " seed: " + rec.status + " " + fmt(rec.median_ms) + " ms" : "");
+      line(f.who.rfind("isolated", 0) == 0 || f.who == "approximate" || f.who == "precision"
+               ? f.who + " seed: " + rec.status + " " + fmt(rec.median_ms) + " ms" : "");
       return Status::ok();
     }
     if (f.kind == JobKind::profile) {
@@ -797,6 +801,20 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     std::optional<Point> point;
   };
   std::deque<Seed> seeds;
+  // The precision seeds: precision.default at each of its other values (bf16, int8 on the CPU;
+  // fp16, bf16, tf32 on CUDA), everything else at the default. A whole engine in each precision
+  // answers first whether it passes the tolerance at all and what it gains; per-node precision
+  // (the precision.<node> dimensions) is then the search's to refine.
+  if (searching.count(opts.strategy) && budget_left().empty())
+    for (size_t d = 0; d < space.dims.size(); ++d) {
+      if (space.dims[d].name != "precision.default") continue;
+      for (size_t v = 0; v < space.dims[d].values.size(); ++v) {
+        Point p = default_point(space);
+        if (static_cast<int>(v) == p[d]) continue;
+        p[d] = static_cast<int>(v);
+        if (!history.contains(p)) seeds.push_back({active_text(route_of(space, p)), "precision", p});
+      }
+    }
   // The approximate seed: every dimension that offers an approximate tactic (cuBLASLt's tanh GELU
   // for the erf GELU) at its first such value, the rest at the default. One candidate answers
   // whether the approximations pass the tolerance at all and what they gain together; the

@@ -87,9 +87,11 @@ struct TuneSummary {
 // (threads excluded: it is fixed by the caller), and per-node tactic knobs grouped by their
 // signature (Knob::group), values common to the group. Only knobs matching `globs` (fnmatch,
 // empty = all) take part; a glob matching nothing is an error naming it. Knobs `fixed` sets are
-// not searched: they are the space's base.
+// not searched: they are the space's base. builder.* knobs take part only when a glob names them;
+// precision.* knobs when a glob names them or `with_precision` (the tune's tolerance is the
+// user's, not the fp32 default, which rejects every lower precision).
 Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std::vector<std::string>& globs,
-                                      const builder::Route& fixed = {});
+                                      const builder::Route& fixed = {}, bool with_precision = false);
 
 // The refinement space around `incumbent` (a route of `grouped`'s knobs): for the (at most
 // `max_groups`) node groups of `grouped` that carry the most time by `node_ms` (ms per node

@@ -42,6 +42,21 @@ grep -q "<svg" "$tmp/r.html" || fail "report has no plots"
 grep -qE "share|no gain to explain" "$tmp/ex" || fail "explain printed no explanation"
 "$bin" explain "$model" --db "$tmp/empty.db" --threads 1 > "$tmp/ex2" 2>&1
 [ $? -eq 2 ] && grep -q "no successful candidate" "$tmp/ex2" || fail "explain on an empty database"
+# A tolerance of the user's own searches the precision knobs, first as one whole-engine seed per
+# other value of precision.default (bf16, int8), each checked against it like any candidate.
+"$bin" tune "$model" --strategy random --tolerance "cos>=0.999" --max-candidates 3 --budget 120s --threads 1 \
+  --db "$tmp/p.db" --json --quiet > "$tmp/outp" 2>&1 || fail "precision tune exited $?"
+"$bin" report "$tmp/p.db" -o "$tmp/p.html" --jsonl "$tmp/p.jsonl" > /dev/null 2>&1 || fail "precision report"
+python3 - "$tmp/p.jsonl" <<'PY' || fail "precision seeds"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+seeds = {r["route"]: r for r in rows if r["strategy"] == "precision"}
+for p in ("bf16", "int8"):
+    r = seeds.get("precision.default=%s threads=1" % p)
+    assert r is not None, (p, [x["route"] for x in rows])
+    assert r["status"] in ("ok", "rejected") and r["metrics"], r
+    assert r["status"] == "rejected" or r["metrics"][0]["cos"] >= 0.999, r
+PY
 # Bad input: clear one-line errors, exit code 2.
 for args in "--tolerance cos<=0.5" "--tolerance frob>=1" "--knobs nosuch.*" "--budget 10x" "--strategy annealing"; do
   # shellcheck disable=SC2086

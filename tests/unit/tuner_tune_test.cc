@@ -46,6 +46,13 @@ TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
   auto precision = make_search_space(ks, {"precision.*"});
   ASSERT_TRUE(precision.is_ok());
   EXPECT_EQ(precision->dims.size(), 1u);
+  // A tolerance of the user's own (with_precision) adds the precision knobs to the whole space;
+  // builder.* still needs naming.
+  auto with_precision = make_search_space(ks, {}, {}, true);
+  ASSERT_TRUE(with_precision.is_ok());
+  ASSERT_EQ(with_precision->dims.size(), 4u);
+  EXPECT_EQ(with_precision->dims[1].name, "precision.default");
+  EXPECT_EQ(with_precision->dims[1].values, (std::vector<std::string>{"fp32", "bf16"}));
   auto only = make_search_space(ks, {"tactic.c3"});
   ASSERT_TRUE(only.is_ok());
   ASSERT_EQ(only->dims.size(), 1u);
