@@ -715,6 +715,9 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       const char* want = variant == 2 ? "bf16" : variant == 3 ? "int8" : "fp16";
       if (std::find(lowp.begin(), lowp.end(), want) == lowp.end()) continue;
       r.values["precision.default"] = want;
+      // CPU: in nchw, where every lower-precision convolution tactic applies (onednn_bf16 also
+      // reads the other layouts; the reference and onednn_int8 read nchw only).
+      if (opts.backend == kernels::Backend::cpu) r.values["layout.default"] = "nchw";
     }
     RouteView view(r, space);
     auto g = prepare_graph(m, view, opts, nullptr);

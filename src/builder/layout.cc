@@ -17,12 +17,12 @@ const ir::Value& value(const ir::Graph& g, int v) { return g.values[static_cast<
 bool is_const(const ir::Graph& g, int v) { return v != ir::kNoValue && value(g, v).initializer.has_value(); }
 bool is_conv(const ir::Node& n) { return n.op == OpKind::Conv || n.op == OpKind::FusedConv; }
 
-// A 4-D float activation of known shape the backend's layouts take: fp32 (CUDA: fp16, bf16 too).
+// A 4-D float activation of known shape the backend's layouts take: fp32 and bf16 (CUDA: fp16 too).
 bool float_rank4(const ir::Graph& g, int v, kernels::Backend b) {
   if (v == ir::kNoValue) return false;
   const ir::ValueType& t = value(g, v).type;
-  const bool dtype_ok = t.dtype == DType::float32 ||
-                        (b == kernels::Backend::cuda && (t.dtype == DType::float16 || t.dtype == DType::bfloat16));
+  const bool dtype_ok = t.dtype == DType::float32 || t.dtype == DType::bfloat16 ||
+                        (b == kernels::Backend::cuda && t.dtype == DType::float16);
   if (t.kind != ir::ValueKind::tensor || !dtype_ok || !t.has_shape || t.dims.size() != 4) return false;
   for (const ir::Dim& d : t.dims)
     if (!d.known() || d.value <= 0) return false;
@@ -187,15 +187,13 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
     if (!tactic.empty() && tactic != "auto") pinned_tactic[i] = kernels::find_tactic(n.op, tactic, backend);
     if (!layout_candidate(g, n, backend)) {
       if (!explicit_layout || v == "nchw") continue;
-      // The precision rewrite lowered it (bf16 inputs or int8 scales): precision.<node> wins.
-      const bool lowered = is_conv(n) && (n.attr("x_scale") || (n.inputs[0] != ir::kNoValue &&
-                                                                 value(g, n.inputs[0]).type.dtype != DType::float32));
-      if (!lowered)
+      // The precision rewrite made it int8: precision.<node> wins.
+      if (!(is_conv(n) && n.attr("x_scale")))
         return invalid_argument("route: " + knob + "=" + v + ": " + n.label() +
                                 " cannot change layout (layouts apply to 2-D " +
-                                (backend == kernels::Backend::cpu ? "fp32" : "fp32/fp16/bf16") +
+                                (backend == kernels::Backend::cpu ? "fp32/bf16" : "fp32/fp16/bf16") +
                                 " convolutions with constant weights)");
-      report->log.push_back("layout: " + n.name + " stays nchw: it computes in lower precision (precision.*)");
+      report->log.push_back("layout: " + n.name + " stays nchw: it computes in int8 (precision.*)");
       continue;
     }
     Layout l = def;

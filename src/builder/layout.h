@@ -1,6 +1,6 @@
 // Activation layouts per region (DESIGN.md section 3 "Precision, layout, memory"): a graph
 // rewrite after the precision rewrite. Knobs: layout.default=nchw|nhwc|blocked and
-// layout.<node>=default|nchw|nhwc|blocked for the convolutions that can run in them (2-D fp32
+// layout.<node>=default|nchw|nhwc|blocked for the convolutions that can run in them (2-D fp32 or bf16
 // Conv / FusedConv with constant weights). "blocked" is nChw16c on AVX-512, nChw8c otherwise.
 //
 // Every value gets a layout tag (ir::Value::layout; shapes stay logical NCHW). A convolution
@@ -13,9 +13,11 @@
 // kernels do. Against ping-pong: a convolution in L by layout.default whose input must be
 // reformatted into L and whose output is reformatted away from L by every consumer goes back
 // to nchw (two reformats for one layer); layout.<node> keeps it, the tuner decides.
-// A tactic.<node> pin that reads nchw only (every conv tactic but onednn), and on the CPU a lower
-// precision (precision.*: the CPU's layouts are fp32's), keep the node in nchw (logged): routes
-// that pin tactics or precisions and choose layouts always build.
+// A tactic.<node> pin that reads nchw only (every conv tactic but onednn and onednn_bf16), and on
+// the CPU int8 (precision.*=int8), keep the node in nchw (logged): routes that pin tactics or
+// precisions and choose layouts always build.
+// CPU: fp32 and bf16 (onednn_bf16 reads and writes the layouts as they are; Reformat and
+// oneDNN pooling in either type; raw_buffer in fp32 only).
 // On CUDA: nchw and nhwc (no blocked layouts), in fp32, fp16 and bf16 alike (cuDNN's NHWC
 // convolutions, the cuda_nhwc pooling kernels, raw_buffer, Reformat as a 4-D transpose).
 #pragma once
@@ -38,7 +40,7 @@ std::string default_layout(kernels::Backend backend);
 ir::Layout blocked_layout();
 
 // True when `n` (graph after passes and precision, shapes known) is a convolution the layout
-// knobs apply to: 2-D Conv / FusedConv with constant weights, fp32 (CUDA: fp32, fp16, bf16).
+// knobs apply to: 2-D Conv / FusedConv with constant weights, fp32 or bf16 (CUDA: fp16 too).
 bool layout_candidate(const ir::Graph& g, const ir::Node& n, kernels::Backend backend = kernels::Backend::cpu);
 
 struct LayoutReport {

@@ -192,11 +192,10 @@ TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::
     Tensor plain = ir::from_layout(r.outputs[k], s, l);
     // Padded channels: every buffer element no logical element maps to must be zero.
     Tensor back = ir::to_layout(plain, l);
-    for (int64_t i = 0; i < back.numel(); ++i)
-      if (back.data<float>()[i] != r.outputs[k].data<float>()[i]) {
-        r.status = internal_error(std::string("padding of the ") + ir::layout_name(l) + " output is not zero");
-        return r;
-      }
+    if (back.bytes() != r.outputs[k].bytes() || std::memcmp(back.raw(), r.outputs[k].raw(), back.bytes()) != 0) {
+      r.status = internal_error(std::string("padding of the ") + ir::layout_name(l) + " output is not zero");
+      return r;
+    }
     r.outputs[k] = plain;
   }
   }

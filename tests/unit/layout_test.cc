@@ -60,17 +60,19 @@ void expect_close(const kernels::TacticCheck& r, double tol, const std::string& 
 TEST(LayoutTactics, ReformatEveryPairMatchesAndPadsWithZeros) {
   const Layout all[] = {Layout::nchw, Layout::nhwc, Layout::nchw16c, Layout::nchw8c};
   for (const char* tactic : {"onednn_reorder", "loops"})
-    for (const Shape& s : {Shape{1, 5, 7, 3}, Shape{2, 16, 4, 4}, Shape{1, 37, 5, 6}})
-      for (Layout from : all)
-        for (Layout to : all) {
-          if (from == to) continue;
-          ir::Node n = make_node("Reformat", 1, 1);
-          n.domain = ir::kInternalDomain;
-          auto r = check_tactic(*find_tactic(ir::OpKind::Reformat, tactic), n, {random_tensor(DType::float32, s, 3)},
-                                {false}, 2, {from}, to);
-          expect_close(r, 0, std::string(tactic) + " " + ir::layout_name(from) + "->" + ir::layout_name(to) +
-                                 shape_to_string(s));
-        }
+    for (DType dt : {DType::float32, DType::bfloat16})  // bf16: the precision rewrite's convolutions
+      for (const Shape& s : {Shape{1, 5, 7, 3}, Shape{2, 16, 4, 4}, Shape{1, 37, 5, 6}})
+        for (Layout from : all)
+          for (Layout to : all) {
+            if (from == to) continue;
+            ir::Node n = make_node("Reformat", 1, 1);
+            n.domain = ir::kInternalDomain;
+            auto r = check_tactic(*find_tactic(ir::OpKind::Reformat, tactic), n, {random_tensor(dt, s, 3)}, {false}, 2,
+                                  {from}, to);
+            expect_close(r, 0, std::string(tactic) + " " + dtype_name(dt) + " " + ir::layout_name(from) + "->" +
+                                   ir::layout_name(to) + shape_to_string(s));
+            ASSERT_EQ(r.outputs.at(0).dtype(), dt);
+          }
 }
 
 struct ConvCase {
@@ -176,6 +178,16 @@ TEST(LayoutTactics, OnednnPoolingMatchesReference) {
       auto r = check_tactic(*find_tactic(n.op, "onednn_pool"), n, {random_tensor(DType::float32, c.x, seed++)}, {false}, 2,
                             {l}, l);
       expect_close(r, 1e-5, std::string(c.op) + shape_to_string(c.x) + " in " + ir::layout_name(l));
+      // bf16 (the precision rewrite's): max exact, averages within bf16's rounding of the result.
+      auto b = check_tactic(*find_tactic(n.op, "onednn_pool"), n, {random_tensor(DType::bfloat16, c.x, seed++)}, {false},
+                            1, {l}, l);
+      ASSERT_TRUE(b.status.is_ok()) << b.status.to_string();
+      ASSERT_EQ(b.outputs.at(0).dtype(), DType::bfloat16);
+      for (int64_t i = 0; i < b.outputs[0].numel(); ++i) {
+        const double g = b.outputs[0].get_f64(i), w = b.expected[0].get_f64(i);
+        ASSERT_LE(std::fabs(g - w), std::string(c.op) == "MaxPool" ? 0.0 : std::ldexp(std::fabs(w), -7) + 1e-6)
+            << c.op << shape_to_string(c.x) << " bf16 in " << ir::layout_name(l) << " at " << i;
+      }
     }
 }
 
@@ -511,13 +523,32 @@ TEST(LayoutRewrite, KnobsAndErrorsNameTheNode) {
   EXPECT_TRUE(logged);
 }
 
-TEST(LayoutRewrite, LowerPrecisionWinsOverLayout) {
-  if (!kernels::cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16";
+// bf16 convolutions follow the layouts (onednn_bf16 reads and writes them, Reformats and pools
+// run in bf16); int8 ones stay nchw, logged, and the route still builds.
+TEST(LayoutRewrite, Bf16FollowsTheLayoutInt8StaysNchw) {
+  if (!kernels::cpu_features().avx512_bf16 || !kernels::cpu_features().avx512_vnni)
+    GTEST_SKIP() << "no AVX512-BF16 / VNNI";
   const ir::Model m = small_cnn();
-  auto e = test::build_engine(m, "layout.default=blocked precision.convc=bf16");
-  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
-  for (const std::string& s : (*e)->plan().report.layouts) EXPECT_EQ(s.rfind("convc", 0), std::string::npos) << s;
-  auto pinned = build_and_check_lowp(m, "layout.default=nchw layout.convc=blocked precision.convc=bf16");
+  for (const char* l : {"nhwc", "blocked"}) {
+    const std::string route = std::string("layout.default=") + l + " precision.default=bf16";
+    auto e = build_and_check_lowp(m, route);
+    ASSERT_TRUE(e) << route;
+    const auto& layouts = e->plan().report.layouts;
+    for (const char* conv : {"conv0", "conva", "convb", "convc"})
+      EXPECT_TRUE(std::any_of(layouts.begin(), layouts.end(),
+                              [&](const std::string& s) { return s.rfind(std::string(conv) + ":", 0) == 0; }))
+          << route << ": " << conv << " off nchw";
+    // The fp32 MaxPool and Concat between them (casts around them) stay in the layout too.
+    int bf16_convs = 0, pools_off_nchw = 0;
+    for (const builder::PlanStep& st : e->plan().steps) {
+      const ir::OpKind op = st.tactic->op;
+      bf16_convs += std::string(st.tactic->name) == "onednn_bf16" && (op == ir::OpKind::Conv || op == ir::OpKind::FusedConv);
+      pools_off_nchw += op == ir::OpKind::MaxPool && std::string(st.tactic->name) == "onednn_pool";
+    }
+    EXPECT_EQ(bf16_convs, 4) << route;
+    EXPECT_EQ(pools_off_nchw, 1) << route;
+  }
+  auto pinned = build_and_check_lowp(m, "layout.default=nchw layout.convc=blocked precision.convc=int8");
   ASSERT_TRUE(pinned);
   bool logged = false;
   for (const std::string& s : pinned->plan().report.pass_log) logged |= s.find("convc stays nchw") != std::string::npos;

@@ -86,6 +86,20 @@ TEST(PrecisionTactics, CastBf16MatchesTheReferenceExactly) {
     ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
     EXPECT_EQ(r.max_abs_diff, 0.0);
   }
+  // In the layout rewrite's layouts, both ways, the padding of blocked ones staying zero
+  // (check_tactic checks it).
+  ASSERT_TRUE(t->layouts);
+  for (ir::Layout l : {ir::Layout::nhwc, ir::Layout::nchw16c, ir::Layout::nchw8c}) {
+    SCOPED_TRACE(ir::layout_name(l));
+    for (int64_t to : {16, 1}) {
+      ir::Node n = make_node("Cast", 1, 1, 19);
+      set_attr(n, "to", to);
+      const DType from = to == 16 ? DType::float32 : DType::bfloat16;
+      auto r = check_tactic(*t, n, {random_tensor(from, {2, 21, 5, 7}, 9 + to)}, {false}, 2, {l}, l);
+      ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+      EXPECT_EQ(r.max_abs_diff, 0.0);
+    }
+  }
   // Not fp32 <-> bf16: not applicable.
   ir::Node to16 = make_node("Cast", 1, 1, 19);
   set_attr(to16, "to", int64_t{10});
@@ -168,17 +182,29 @@ TEST(PrecisionTactics, OnednnBf16ConvAgainstReference) {
       mask.resize(ins.size());
       const kernels::Tactic* t = find_tactic(fused ? ir::OpKind::FusedConv : ir::OpKind::Conv, "onednn_bf16");
       ASSERT_NE(t, nullptr);
-      auto r = check_tactic(*t, n, ins, mask, 1 + variant % 2);
-      ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-      ASSERT_EQ(r.outputs.at(0).dtype(), DType::bfloat16);
-      for (int64_t i = 0; i < r.outputs[0].numel(); ++i) {
-        const double g = r.outputs[0].get_f64(i), w = r.expected[0].get_f64(i);
-        ASSERT_LE(std::fabs(g - w), std::ldexp(std::fabs(w), -7) + 4e-3 * std::sqrt(K)) << "at " << i;
+      ASSERT_TRUE(t->layouts);
+      // nchw (reordered inside), then each layout of the layout rewrite read and written as it
+      // is (the residual in the output's), and a first layer reading nchw and writing the layout.
+      using L = ir::Layout;
+      const std::pair<L, L> layouts[] = {{L::nchw, L::nchw},       {L::nhwc, L::nhwc}, {L::nchw16c, L::nchw16c},
+                                         {L::nchw8c, L::nchw8c},   {L::nchw, L::nhwc}, {L::nchw, L::nchw16c}};
+      for (const auto& [li, lo] : layouts) {
+        SCOPED_TRACE(std::string(ir::layout_name(li)) + " -> " + ir::layout_name(lo));
+        std::vector<L> in_l(ins.size(), L::nchw);
+        in_l[0] = li;
+        if (in_l.size() > 3) in_l[3] = lo;
+        auto r = check_tactic(*t, n, ins, mask, 1 + variant % 2, in_l, lo);
+        ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+        ASSERT_EQ(r.outputs.at(0).dtype(), DType::bfloat16);
+        for (int64_t i = 0; i < r.outputs[0].numel(); ++i) {
+          const double g = r.outputs[0].get_f64(i), w = r.expected[0].get_f64(i);
+          ASSERT_LE(std::fabs(g - w), std::ldexp(std::fabs(w), -7) + 4e-3 * std::sqrt(K)) << "at " << i;
+        }
+        ++checked;
       }
-      ++checked;
     }
   }
-  EXPECT_EQ(checked, 24);
+  EXPECT_EQ(checked, 24 * 6);
 }
 
 // int8 outputs: fp32 within 1e-4 (|want| + 1); quantized (y_scale) within one step, and few of

@@ -1,6 +1,7 @@
 // Lower-precision convolution tactics (steps made by the builder's precision rewrite, see
 // src/builder/precision.h), oneDNN 2.6 with formats of its choice (blocked), src/dst reordered
-// from/to NCHW in the workspace as in onednn_conv.cc:
+// from/to NCHW in the workspace as in onednn_conv.cc; onednn_bf16 in the layout rewrite's
+// regions (nhwc, nChw16c/nChw8c: builder/layout.h) reads and writes them as they are:
 //   onednn_bf16: bf16 X, W and Y, fp32 bias, bf16 residual (sum post-op), AVX512-BF16;
 //   onednn_int8: u8/s8 X, s8 W, fp32 Y with per-output-channel scales x_scale * w_scales[m]
 //                (node attributes), fp32 bias and residual, AVX512-VNNI.
@@ -24,6 +25,15 @@ enum class Lowp { bf16, int8 };
 dnnl::engine& cpu_engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
+}
+tag dnnl_tag(ir::Layout l) {
+  switch (l) {
+    case ir::Layout::nhwc: return tag::nhwc;
+    case ir::Layout::nchw16c: return tag::nChw16c;
+    case ir::Layout::nchw8c: return tag::nChw8c;
+    case ir::Layout::nchw: break;
+  }
+  return tag::nchw;
 }
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -61,6 +71,8 @@ Result<ConvGeom> lowp_geom(const StepDesc& s, Lowp kind) {
     if (y_q && !(s.node->attr("y_scale")->f > 0)) return not_applicable("y_scale must be positive");
   }
   if (!s.constants[1]) return not_applicable("weights are not constant (reordered at prepare)");
+  if (kind == Lowp::int8 && !s.plain()) return not_applicable("int8 reads and writes nchw only");
+  if (res && s.in_layout(3) != s.out_layout(0)) return not_applicable("the residual in the output's layout");
   StepDesc f = s;
   for (DType& d : f.in_dtypes)
     if (d != DType::undefined) d = DType::float32;
@@ -79,15 +91,17 @@ class LowpConvKernel final : public Kernel {
     ScopedOmpThreads scope(g.threads);
     auto& eng = cpu_engine();
     const dt x_t = dnnl_type(s.in_dtypes[0]), w_t = dnnl_type(s.in_dtypes[1]), y_t = dnnl_type(s.out_dtypes[0]);
-    y_bytes_ = kind == Lowp::bf16 ? 2 : 4;
     const dnnl::memory::dims src_d{g.N, g.C, g.H, g.W}, dst_d{g.N, g.M, g.OH, g.OW};
     const dnnl::memory::dims w_d = g.G > 1 ? dnnl::memory::dims{g.G, g.Mg(), g.Cg(), g.KH, g.KW}
                                            : dnnl::memory::dims{g.M, g.C, g.KH, g.KW};
     const tag w_tag = g.G > 1 ? tag::goihw : tag::oihw;
-    user_src_md_ = dnnl::memory::desc(src_d, x_t, tag::nchw);
-    user_dst_md_ = dnnl::memory::desc(dst_d, y_t, tag::nchw);
+    // nchw: oneDNN's choice of format, reordered here; a layout of the layout rewrite: exactly it.
+    const ir::Layout src_l = s.in_layout(0), dst_l = s.out_layout(0);
+    user_src_md_ = dnnl::memory::desc(src_d, x_t, dnnl_tag(src_l));
+    user_dst_md_ = dnnl::memory::desc(dst_d, y_t, dnnl_tag(dst_l));
     const dnnl::memory::desc user_w_md(w_d, w_t, w_tag);
-    const dnnl::memory::desc src_md(src_d, x_t, tag::any), dst_md(dst_d, y_t, tag::any), w_md(w_d, w_t, tag::any);
+    const dnnl::memory::desc src_md(src_d, x_t, src_l == ir::Layout::nchw ? tag::any : dnnl_tag(src_l)),
+        dst_md(dst_d, y_t, dst_l == ir::Layout::nchw ? tag::any : dnnl_tag(dst_l)), w_md(w_d, w_t, tag::any);
     const dnnl::memory::desc b_md({g.M}, dt::f32, tag::x);
     dnnl::primitive_attr attr;
     if (kind == Lowp::int8) {
@@ -178,7 +192,8 @@ class LowpConvKernel final : public Kernel {
           user_res_.set_data_handle(in[3].data);
           res_reorder_.execute(stream_, user_res_, dst_mem_);
         } else {
-          std::memcpy(out[0].data, in[3].data, y_bytes_ * static_cast<size_t>(out[0].numel()));
+          // The whole buffer: a blocked layout's padded channels too.
+          if (out[0].data != in[3].data) std::memcpy(out[0].data, in[3].data, user_dst_md_.get_size());
         }
       }
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src_mem_},
@@ -216,7 +231,7 @@ class LowpConvKernel final : public Kernel {
   dnnl::reorder src_reorder_, dst_reorder_, res_reorder_;
   dnnl::memory weights_, src_mem_, dst_mem_, user_src_, user_dst_, user_res_, scratch_, bias_;
   bool reorder_src_ = false, reorder_dst_ = false;
-  size_t src_bytes_ = 0, dst_bytes_ = 0, scratch_bytes_ = 0, y_bytes_ = 4;
+  size_t src_bytes_ = 0, dst_bytes_ = 0, scratch_bytes_ = 0;
   std::vector<float> scales_, bias_scaled_;
   const Tensor* bias_const_ = nullptr;
 };
@@ -237,7 +252,9 @@ double lowp_cost(const StepDesc& s) {
   const bool dw = g->G > 1 && g->G == g->C && g->G == g->M;
   const double eff = (g->Cg() >= 16 && g->Mg() >= 16 ? 0.62 : g->Cg() >= 3 ? 0.5 : 0.05) * (dw ? 1.0 : speed);
   const double bytes = K == Lowp::bf16 ? 2.0 : 1.0;
-  const double reorders = bytes * 2 * g->N * (g->C * g->hw() + g->M * g->ohw() * (g->has_res ? 2 : 1));
+  // src and dst (with the residual) are reordered when nchw, read and written as they are otherwise.
+  const bool rs = s.in_layout(0) == ir::Layout::nchw, rd = s.out_layout(0) == ir::Layout::nchw;
+  const double reorders = bytes * 2 * g->N * ((rs ? g->C * g->hw() : 0) + (rd ? g->M * g->ohw() * (g->has_res ? 2 : 1) : 0));
   return cost_ns(g->flops(), eff, g->io_bytes() * bytes / 4.0 + reorders, g->threads);
 }
 
@@ -256,11 +273,14 @@ Result<std::unique_ptr<Kernel>> lowp_prepare(const StepDesc& s) {
 
 std::span<const Tactic> lowp_conv_tactics() {
   static const Tactic kTactics[] = {
-      {"onednn_bf16", ir::OpKind::Conv, "oneDNN convolution in bf16 (AVX512-BF16), blocked formats, fp32 bias",
-       lowp_applies<Lowp::bf16>, lowp_cost<Lowp::bf16>, lowp_prepare<Lowp::bf16>},
+      {"onednn_bf16", ir::OpKind::Conv,
+       "oneDNN convolution in bf16 (AVX512-BF16), blocked formats, fp32 bias; nhwc / blocked layouts (layout.*) "
+       "read and written directly",
+       lowp_applies<Lowp::bf16>, lowp_cost<Lowp::bf16>, lowp_prepare<Lowp::bf16>, Backend::cpu, /*layouts=*/true},
       {"onednn_bf16", ir::OpKind::FusedConv,
-       "oneDNN convolution in bf16 (AVX512-BF16), blocked formats, fp32 bias, residual/activation post-ops",
-       lowp_applies<Lowp::bf16>, lowp_cost<Lowp::bf16>, lowp_prepare<Lowp::bf16>},
+       "oneDNN convolution in bf16 (AVX512-BF16), blocked formats, fp32 bias, residual/activation post-ops; nhwc / "
+       "blocked layouts (layout.*) read and written directly",
+       lowp_applies<Lowp::bf16>, lowp_cost<Lowp::bf16>, lowp_prepare<Lowp::bf16>, Backend::cpu, /*layouts=*/true},
       {"onednn_int8", ir::OpKind::FusedConv,
        "oneDNN convolution in int8 (VNNI): u8/s8 X, s8 W, fp32 Y with per-channel scales, fp32 post-ops",
        lowp_applies<Lowp::int8>, lowp_cost<Lowp::int8>, lowp_prepare<Lowp::int8>},

@@ -36,17 +36,22 @@ tag dnnl_tag(Layout l) {
   }
   return tag::nchw;
 }
-dnnl::memory::desc dnnl_md(const Shape& s, Layout l) {
-  return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), dt::f32, dnnl_tag(l));
+dnnl::memory::desc dnnl_md(const Shape& s, DType t, Layout l) {
+  return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), t == DType::bfloat16 ? dt::bf16 : dt::f32,
+                            dnnl_tag(l));
 }
-double buffer_bytes(const Shape& s, Layout l) { return 4.0 * static_cast<double>(ir::physical_numel(s, l)); }
+double buffer_bytes(const Shape& s, DType t, Layout l) {
+  return static_cast<double>(dtype_size(t)) * static_cast<double>(ir::physical_numel(s, l));
+}
 
-Status rank4_f32(const StepDesc& s) {
+// One 4-D output and 4-D activations, all float32 or all bfloat16 (the precision rewrite's).
+Status rank4_float(const StepDesc& s) {
+  if (s.out_dtypes.size() != 1 || (s.out_dtypes[0] != DType::float32 && s.out_dtypes[0] != DType::bfloat16) ||
+      s.out_shapes[0].size() != 4)
+    return not_applicable("one 4-D float32 or bfloat16 output only");
   for (size_t i = 0; i < s.in_dtypes.size(); ++i)
-    if (s.has_input(i) && !s.constants[i] && (s.in_dtypes[i] != DType::float32 || s.in_shapes[i].size() != 4))
-      return not_applicable("4-D float32 activations only");
-  if (s.out_dtypes.size() != 1 || s.out_dtypes[0] != DType::float32 || s.out_shapes[0].size() != 4)
-    return not_applicable("one 4-D float32 output only");
+    if (s.has_input(i) && !s.constants[i] && (s.in_dtypes[i] != s.out_dtypes[0] || s.in_shapes[i].size() != 4))
+      return not_applicable("4-D activations of the output's type only");
   return Status::ok();
 }
 
@@ -64,7 +69,7 @@ template <class F> Status run_dnnl(int threads, const char* what, F&& f) {
 // ---------------------------------------------------------------- Reformat
 
 Status reformat_applies(const StepDesc& s) {
-  if (Status st = rank4_f32(s); !st) return st;
+  if (Status st = rank4_float(s); !st) return st;
   if (s.in_shapes[0] != s.out_shapes[0]) return not_applicable("Reformat keeps the shape");
   return Status::ok();
 }
@@ -73,8 +78,8 @@ class ReorderKernel final : public Kernel {
  public:
   ReorderKernel(const StepDesc& s) : threads_(s.threads), stream_(cpu_engine()) {
     conv::ScopedOmpThreads scope(threads_);
-    src_ = dnnl::memory(dnnl_md(s.in_shapes[0], s.in_layout(0)), cpu_engine(), nullptr);
-    dst_ = dnnl::memory(dnnl_md(s.out_shapes[0], s.out_layout(0)), cpu_engine(), nullptr);
+    src_ = dnnl::memory(dnnl_md(s.in_shapes[0], s.in_dtypes[0], s.in_layout(0)), cpu_engine(), nullptr);
+    dst_ = dnnl::memory(dnnl_md(s.out_shapes[0], s.out_dtypes[0], s.out_layout(0)), cpu_engine(), nullptr);
     reorder_ = dnnl::reorder(src_, dst_);
   }
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
@@ -94,7 +99,8 @@ class ReorderKernel final : public Kernel {
 };
 
 double reorder_cost(const StepDesc& s) {
-  return (buffer_bytes(s.in_shapes[0], s.in_layout(0)) + buffer_bytes(s.out_shapes[0], s.out_layout(0))) /
+  return (buffer_bytes(s.in_shapes[0], s.in_dtypes[0], s.in_layout(0)) +
+          buffer_bytes(s.out_shapes[0], s.out_dtypes[0], s.out_layout(0))) /
          (conv::kBytesPerNsPerThread * std::max(1, s.threads));
 }
 Result<std::unique_ptr<Kernel>> reorder_prepare(const StepDesc& s) {
@@ -107,23 +113,26 @@ Result<std::unique_ptr<Kernel>> reorder_prepare(const StepDesc& s) {
 
 class LoopsKernel final : public Kernel {
  public:
-  explicit LoopsKernel(const StepDesc& s) : shape_(s.in_shapes[0]), from_(s.in_layout(0)), to_(s.out_layout(0)) {}
+  explicit LoopsKernel(const StepDesc& s)
+      : shape_(s.in_shapes[0]), from_(s.in_layout(0)), to_(s.out_layout(0)), e_(dtype_size(s.in_dtypes[0])) {}
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
     const Shape& sh = shape_;
-    const float* x = in[0].as<float>();
-    float* y = out[0].as<float>();
-    if (ir::is_blocked(to_)) std::memset(y, 0, sizeof(float) * static_cast<size_t>(ir::physical_numel(sh, to_)));
+    const auto* x = static_cast<const std::byte*>(in[0].data);
+    auto* y = static_cast<std::byte*>(out[0].data);
+    if (ir::is_blocked(to_)) std::memset(y, 0, e_ * static_cast<size_t>(ir::physical_numel(sh, to_)));
     for (int64_t n = 0; n < sh[0]; ++n)
       for (int64_t c = 0; c < sh[1]; ++c)
         for (int64_t h = 0; h < sh[2]; ++h)
           for (int64_t w = 0; w < sh[3]; ++w)
-            y[ir::layout_offset(sh, to_, n, c, h, w)] = x[ir::layout_offset(sh, from_, n, c, h, w)];
+            std::memcpy(y + e_ * static_cast<size_t>(ir::layout_offset(sh, to_, n, c, h, w)),
+                        x + e_ * static_cast<size_t>(ir::layout_offset(sh, from_, n, c, h, w)), e_);
     return Status::ok();
   }
 
  private:
   Shape shape_;
   Layout from_, to_;
+  size_t e_;
 };
 double loops_cost(const StepDesc& s) { return 4 * reorder_cost(s) * std::max(1, s.threads); }
 Result<std::unique_ptr<Kernel>> loops_prepare(const StepDesc& s) { return std::unique_ptr<Kernel>(new LoopsKernel(s)); }
@@ -137,7 +146,7 @@ struct PoolGeom {
 
 // The oneDNN pooling that computes `s`'s node, or not_applicable naming why not.
 Result<PoolGeom> pool_geom(const StepDesc& s) {
-  if (Status st = rank4_f32(s); !st) return st;
+  if (Status st = rank4_float(s); !st) return st;
   const ir::Node& n = *s.node;
   if (n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue) return not_applicable("MaxPool's Indices output");
   const Shape& x = s.in_shapes[0];
@@ -212,7 +221,8 @@ class PoolKernel final : public Kernel {
  public:
   PoolKernel(const StepDesc& s, const PoolGeom& g) : threads_(s.threads), stream_(cpu_engine()) {
     conv::ScopedOmpThreads scope(threads_);
-    const auto src_md = dnnl_md(s.in_shapes[0], s.in_layout(0)), dst_md = dnnl_md(s.out_shapes[0], s.out_layout(0));
+    const auto src_md = dnnl_md(s.in_shapes[0], s.in_dtypes[0], s.in_layout(0)),
+               dst_md = dnnl_md(s.out_shapes[0], s.out_dtypes[0], s.out_layout(0));
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, src_md, dst_md, g.strides, g.kernel,
                                      g.dil, g.pl, g.pr);
     dnnl::primitive_attr attr;
@@ -243,7 +253,8 @@ class PoolKernel final : public Kernel {
 };
 
 double pool_cost(const StepDesc& s) {
-  return (buffer_bytes(s.in_shapes[0], s.in_layout(0)) + buffer_bytes(s.out_shapes[0], s.out_layout(0))) /
+  return (buffer_bytes(s.in_shapes[0], s.in_dtypes[0], s.in_layout(0)) +
+          buffer_bytes(s.out_shapes[0], s.out_dtypes[0], s.out_layout(0))) /
          (conv::kBytesPerNsPerThread * std::max(1, s.threads));
 }
 Result<std::unique_ptr<Kernel>> pool_prepare(const StepDesc& s) {
@@ -263,12 +274,12 @@ std::span<const Tactic> layout_tactics() {
     auto add = [&](const char* name, OpKind op, const char* help, auto applies, auto cost, auto prepare) {
       t.push_back(Tactic{name, op, help, applies, cost, prepare, Backend::cpu, /*layouts=*/true});
     };
-    add("onednn_reorder", OpKind::Reformat, "oneDNN reorder between nchw, nhwc and nChw16c/nChw8c", reformat_applies,
+    add("onednn_reorder", OpKind::Reformat, "oneDNN reorder between nchw, nhwc and nChw16c/nChw8c, fp32 or bf16", reformat_applies,
         reorder_cost, reorder_prepare);
     add("loops", OpKind::Reformat, "plain loops over every element (the baseline the others are tested against)",
         reformat_applies, loops_cost, loops_prepare);
     for (OpKind op : {OpKind::MaxPool, OpKind::AveragePool, OpKind::GlobalAveragePool})
-      add("onednn_pool", op, "oneDNN pooling on the activation's own layout (nhwc, blocked)", pool_applies,
+      add("onednn_pool", op, "oneDNN pooling on the activation's own layout (nhwc, blocked), fp32 or bf16", pool_applies,
           pool_cost, pool_prepare);
     add_raw_buffer_tactics(t, Backend::cpu);
     return t;

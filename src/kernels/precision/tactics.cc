@@ -2,7 +2,8 @@
 // (src/builder/precision.h):
 //   cast_bf16_avx512: Cast fp32 -> bf16 (AVX512-BF16 vcvtne2ps2bf16: round to nearest even, as the
 //                     reference's BFloat16; denormal inputs become zero) and bf16 -> fp32 (a
-//                     16-bit shift, exact);
+//                     16-bit shift, exact); elementwise on the buffer, so it also runs in the
+//                     layout rewrite's layouts (nhwc, nChw16c: padding 0 stays 0);
 //   quantize_avx512:  QuantizeLinear fp32 -> s8 / u8 with one scale and zero point (constants):
 //                     x / scale (IEEE division, as the reference), round half to even, add the
 //                     zero point, saturate.
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ir/layout.h"
 #include "kernels/tactic.h"
 
 namespace tac::kernels {
@@ -95,17 +97,21 @@ Status cast_applies(const StepDesc& s) {
   if (!((a == DType::float32 && b == DType::bfloat16) || (a == DType::bfloat16 && b == DType::float32)))
     return not_applicable("only fp32 <-> bf16");
   if (s.in_shapes[0] != s.out_shapes[0]) return not_applicable("input and output shapes differ");
+  if (s.in_layout(0) != s.out_layout(0)) return not_applicable("input and output in one layout");
+  if (!s.plain() && s.in_shapes[0].size() != 4) return not_applicable("layouts are 4-D");
   return Status::ok();
 }
+// Elements of the buffer (padded channels included in a blocked layout).
+int64_t buffer_numel(const StepDesc& s) { return ir::physical_numel(s.in_shapes[0], s.in_layout(0)); }
 double cast_cost(const StepDesc& s) {
-  const double n = static_cast<double>(std::max<int64_t>(1, shape_numel(s.in_shapes[0])));
+  const double n = static_cast<double>(std::max<int64_t>(1, buffer_numel(s)));
   return 200.0 + 6.0 * n / 12.0 / std::max(1, std::min<int>(s.threads, static_cast<int>(n / kChunk) + 1));
 }
 class CastKernel final : public Kernel {
  public:
-  CastKernel(bool to_bf16, int threads) : to_bf16_(to_bf16), threads_(std::max(threads, 1)) {}
+  CastKernel(bool to_bf16, int threads, int64_t n) : to_bf16_(to_bf16), threads_(std::max(threads, 1)), n_(n) {}
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
-    const int64_t n = in[0].numel();
+    const int64_t n = n_;
     if (to_bf16_)
       chunked(n, threads_, [&](int64_t b, int64_t e) { f32_to_bf16(in[0].as<const float>() + b, out[0].as<uint16_t>() + b, e - b); });
     else
@@ -116,10 +122,11 @@ class CastKernel final : public Kernel {
  private:
   bool to_bf16_;
   int threads_;
+  int64_t n_;
 };
 Result<std::unique_ptr<Kernel>> cast_prepare(const StepDesc& s) {
   TAC_RETURN_IF_ERROR(cast_applies(s));
-  return std::unique_ptr<Kernel>(new CastKernel(s.out_dtypes[0] == DType::bfloat16, s.threads));
+  return std::unique_ptr<Kernel>(new CastKernel(s.out_dtypes[0] == DType::bfloat16, s.threads, buffer_numel(s)));
 }
 
 // ---- QuantizeLinear ----
@@ -168,8 +175,9 @@ Result<std::unique_ptr<Kernel>> quantize_prepare(const StepDesc& s) {
 }
 
 const Tactic kPrecisionTactics[] = {
-    {"cast_bf16_avx512", ir::OpKind::Cast, "fp32 <-> bf16 (AVX512-BF16 vcvtne2ps2bf16, round to nearest even)",
-     cast_applies, cast_cost, cast_prepare},
+    {"cast_bf16_avx512", ir::OpKind::Cast,
+     "fp32 <-> bf16 (AVX512-BF16 vcvtne2ps2bf16, round to nearest even), in any layout (layout.*)", cast_applies,
+     cast_cost, cast_prepare, Backend::cpu, /*layouts=*/true},
     {"quantize_avx512", ir::OpKind::QuantizeLinear,
      "fp32 -> s8/u8 with one constant scale and zero point (AVX-512; round half to even, saturate)", quantize_applies,
      quantize_cost, quantize_prepare},
