@@ -12,6 +12,7 @@
 #include <dnnl.hpp>
 
 #include "kernels/conv/conv_common.h"
+#include "kernels/onednn_common.h"
 
 namespace tac::kernels::conv {
 
@@ -27,15 +28,6 @@ dnnl::engine& cpu_engine() {
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-tag dnnl_tag(ir::Layout l) {
-  switch (l) {
-    case ir::Layout::nhwc: return tag::nhwc;
-    case ir::Layout::nchw16c: return tag::nChw16c;
-    case ir::Layout::nchw8c: return tag::nChw8c;
-    case ir::Layout::nchw: break;
-  }
-  return tag::nchw;
-}
 
 // choose: formats oneDNN's choice for nchw steps, the step's layout otherwise; plain: nchw/oihw;
 // winograd: the Winograd algorithm, formats its choice whatever the step's layout.

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "kernels/conv/conv_common.h"
+#include "kernels/onednn_common.h"
 
 namespace tac::kernels::conv {
 
@@ -26,25 +27,7 @@ dnnl::engine& cpu_engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
-tag dnnl_tag(ir::Layout l) {
-  switch (l) {
-    case ir::Layout::nhwc: return tag::nhwc;
-    case ir::Layout::nchw16c: return tag::nChw16c;
-    case ir::Layout::nchw8c: return tag::nChw8c;
-    case ir::Layout::nchw: break;
-  }
-  return tag::nchw;
-}
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
-
-dt dnnl_type(DType t) {
-  switch (t) {
-    case DType::bfloat16: return dt::bf16;
-    case DType::int8: return dt::s8;
-    case DType::uint8: return dt::u8;
-    default: return dt::f32;
-  }
-}
 
 Result<ConvGeom> lowp_geom(const StepDesc& s, Lowp kind) {
   const ir::OpKind op = s.node->op;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "kernels/gemm/problem.h"
+#include "kernels/onednn_common.h"
 #include "kernels/tactic.h"
 
 namespace tac::kernels::gemm {
@@ -24,15 +25,6 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 enum class Lowp { bf16, int8 };
-
-dt dnnl_type(DType t) {
-  switch (t) {
-    case DType::bfloat16: return dt::bf16;
-    case DType::int8: return dt::s8;
-    case DType::uint8: return dt::u8;
-    default: return dt::f32;
-  }
-}
 
 int batch_kind(const std::vector<int64_t>& off, int64_t step) {
   bool seq = true, zero = true;

@@ -12,6 +12,7 @@
 
 #include "kernels/conv/conv_common.h"
 #include "kernels/layout/raw_buffer.h"
+#include "kernels/onednn_common.h"
 #include "kernels/tactic.h"
 
 namespace tac::kernels {
@@ -27,18 +28,8 @@ dnnl::engine& cpu_engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
-tag dnnl_tag(Layout l) {
-  switch (l) {
-    case Layout::nhwc: return tag::nhwc;
-    case Layout::nchw16c: return tag::nChw16c;
-    case Layout::nchw8c: return tag::nChw8c;
-    case Layout::nchw: break;
-  }
-  return tag::nchw;
-}
 dnnl::memory::desc dnnl_md(const Shape& s, DType t, Layout l) {
-  return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), t == DType::bfloat16 ? dt::bf16 : dt::f32,
-                            dnnl_tag(l));
+  return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), dnnl_type(t), dnnl_tag(l));
 }
 double buffer_bytes(const Shape& s, DType t, Layout l) {
   return static_cast<double>(dtype_size(t)) * static_cast<double>(ir::physical_numel(s, l));
