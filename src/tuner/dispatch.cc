@@ -115,6 +115,7 @@ std::string encode_result(const EvalResult& r) {
   w.put("paired_ratio", r.paired_ratio);
   w.put("paired_low", r.paired_low);
   w.put("paired_high", r.paired_high);
+  w.put("paired_noise", r.paired_noise);
   for (const auto& [node, ms] : r.node_ms) {
     FieldWriter e;
     e.put("node", node);
@@ -157,6 +158,7 @@ Result<EvalResult> decode_result(const std::string& text) {
     else if (k == "paired_ratio") r.paired_ratio = to_double(v);
     else if (k == "paired_low") r.paired_low = to_double(v);
     else if (k == "paired_high") r.paired_high = to_double(v);
+    else if (k == "paired_noise") r.paired_noise = to_double(v);
     else if (k == "node_ms" || k == "tactic" || k == "costs") {
       TAC_ASSIGN_OR_RETURN(auto sub, read_fields(v));
       std::string node;

@@ -21,6 +21,7 @@
 #include "io/tensor_io.h"
 #include "runtime/engine.h"
 #include "runtime/measure.h"
+#include "tuner/halving.h"
 #include "tuner/accuracy.h"
 
 namespace tac::tuner {
@@ -188,6 +189,7 @@ int run_evaluate_command(int argc, char** argv) {
     report("paired_ratio", std::to_string(median(ratios)));
     report("paired_low", std::to_string(*std::min_element(ratios.begin(), ratios.end())));
     report("paired_high", std::to_string(*std::max_element(ratios.begin(), ratios.end())));
+    report("paired_noise", std::to_string(paired_noise(ratios)));
   } else if (req.measure) {
     auto lat = runtime::measure(**engine, timing_sets(inputs), req.min_runs, req.min_seconds, /*warmup=*/2);
     if (!lat) return child_fail("run_failed", lat.status().to_string());
@@ -326,6 +328,7 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     else if (k == "paired_ratio") r.paired_ratio = std::strtod(v.c_str(), nullptr);
     else if (k == "paired_low") r.paired_low = std::strtod(v.c_str(), nullptr);
     else if (k == "paired_high") r.paired_high = std::strtod(v.c_str(), nullptr);
+    else if (k == "paired_noise") r.paired_noise = std::strtod(v.c_str(), nullptr);
     else if (k == "costs") {
       auto sp2 = v.find(' ');
       if (sp2 == std::string::npos) continue;

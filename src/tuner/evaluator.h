@@ -46,8 +46,9 @@ struct EvalResult {
   double median_ms = 0, p10_ms = 0, p90_ms = 0, cv = 0;
   int runs = 0;
   // With compare_route: that engine's median over its blocks, and the per-round ratios
-  // route ms / compare ms (above 1: the compare route is faster): median, lowest, highest.
-  double compare_median_ms = 0, paired_ratio = 0, paired_low = 0, paired_high = 0;
+  // route ms / compare ms (above 1: the compare route is faster): median, lowest, highest, and
+  // their noise (halving.h paired_noise).
+  double compare_median_ms = 0, paired_ratio = 0, paired_low = 0, paired_high = 0, paired_noise = 1;
   double wall_s = 0;  // the child's whole life
   std::map<std::string, double> node_ms;  // with `profile`: median ms per node (steps of one node summed)
   std::map<std::string, std::string> tactics;  // the tactic the build chose for each node (once built)

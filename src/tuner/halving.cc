@@ -1,6 +1,7 @@
 #include "tuner/halving.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tac::tuner {
 
@@ -28,6 +29,25 @@ std::optional<std::pair<size_t, int>> next_promotion(const std::vector<std::vect
     if (best) return std::make_pair(*best, r + 1);
   }
   return std::nullopt;
+}
+
+double paired_noise(const std::vector<double>& ratios) {
+  const size_t n = ratios.size();
+  if (n < 2) return 1;
+  // One-sided 95% quantiles of Student's t by degrees of freedom (1..10); the normal's beyond.
+  static constexpr double kT95[] = {6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812};
+  const double t = n - 1 <= 10 ? kT95[n - 2] : 1.645 + 1.7 / static_cast<double>(n - 1);
+  double mean = 0;
+  for (double r : ratios) mean += std::log(r);
+  mean /= static_cast<double>(n);
+  double sq = 0;
+  for (double r : ratios) sq += (std::log(r) - mean) * (std::log(r) - mean);
+  const double sd = std::sqrt(sq / static_cast<double>(n - 1));
+  return std::exp(t * sd / std::sqrt(static_cast<double>(n))) - 1;
+}
+
+bool challenger_wins(double paired_low, double paired_ratio, double noise) {
+  return paired_low > 1 && paired_ratio > 1 + std::max(0.01, noise);
 }
 
 }  // namespace tac::tuner

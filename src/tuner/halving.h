@@ -28,4 +28,17 @@ std::optional<std::pair<size_t, int>> next_promotion(const std::vector<std::vect
                                                      int eta, int top_rung, double noise,
                                                      const std::vector<bool>& busy = {});
 
+// The noise of a paired comparison timed in rounds (each round: the incumbent's block median
+// over the challenger's, above 1 when the challenger is faster): the relative half-width of a
+// one-sided 95% confidence bound on their geometric mean (Student's t over the log ratios),
+// exp(t * sd / sqrt(n)) - 1. With fewer than 2 rounds there is no estimate: 1 (100%).
+double paired_noise(const std::vector<double>& ratios);
+
+// The acceptance test (DESIGN.md section 3: a challenger wins only when its advantage exceeds
+// the measured noise): faster in every round (a sign test: all 4 of 4 by chance is 1 in 16), and
+// the median round ratio above 1 by more than both `noise` (paired_noise of the same rounds) and
+// a 1% floor. The noise is the comparison's own, not the spread of single runs: one
+// interrupted run among thousands says nothing about whether one median beats the other.
+bool challenger_wins(double paired_low, double paired_ratio, double noise);
+
 }  // namespace tac::tuner

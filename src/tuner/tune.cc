@@ -614,7 +614,9 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
       scores.push_back(e.score);
       busy.push_back(e.busy);
     }
-    return next_promotion(scores, incumbent, kEta, kAccept, std::max(0.02, entries[incumbent].rec.cv), busy);
+    // Promotion only decides who is re-measured: the incumbent's per-run cv, bounded (a few
+    // interrupted runs must not make "within the noise" mean "within 2x").
+    return next_promotion(scores, incumbent, kEta, kAccept, std::clamp(entries[incumbent].rec.cv, 0.02, 0.10), busy);
   };
 
   // Group, then refine (DESIGN.md section 3, "Structure of the search space"): the strategy first
@@ -781,11 +783,12 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (f.incumbent_at != incumbent) return Status::ok();
     const double mi = r.median_ms, mc = r.compare_median_ms;
     e.score.push_back(mc / speed_of(d.rank));
-    // The challenger wins when it is faster in every round and by more than the noise floor
-    // (1%, or the incumbent's own spread) in the median round: a sign test over the paired
-    // rounds (all 4 by chance: 1 in 16), not a comparison of two separately noisy numbers.
-    const double noise = std::max({0.01, inc.rec.cv, e.rec.cv});
-    if (r.paired_low > 1 && r.paired_ratio > 1 + noise) {
+    // The challenger wins when it is faster in every round and by more than the rounds' own
+    // noise (halving.h challenger_wins): the paired rounds are the measurement being judged, so
+    // their spread is the noise, not the per-run spread of an earlier cheap measurement (a few
+    // interrupted runs gave a cv of 0.5 to 2.4 on a shared 2-core machine and blocked every
+    // challenger, a 1.74x faster one included).
+    if (challenger_wins(r.paired_low, r.paired_ratio, r.paired_noise)) {
       incumbent_ms = mc * (incumbent_ms / mi);
       incumbent = f.entry;
       line("new best: " + (e.rec.route.empty() ? std::string("(default)") : e.rec.route));

@@ -1,7 +1,9 @@
 // The successive-halving promotion rule (tuner/halving.h) on hand-made rungs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "tuner/halving.h"
 
@@ -51,6 +53,30 @@ TEST(Halving, NeverPromotesSlowFailedOrTheIncumbent) {
   s = {{10, 10}, {9, INFINITY}};
   EXPECT_FALSE(next_promotion(s, 0, 3, 2, 0.02));
   EXPECT_FALSE(next_promotion({}, 0, 3, 2, 0.02));
+}
+
+TEST(Halving, PairedNoiseIsTheConfidenceHalfWidthOfTheRounds) {
+  EXPECT_DOUBLE_EQ(paired_noise({1.2, 1.2, 1.2, 1.2}), 0.0);  // rounds that agree: no noise
+  EXPECT_DOUBLE_EQ(paired_noise({1.3}), 1.0);                 // one round: no estimate
+  // log ratios +-0.05 around 0.1: sd 0.0577, t(3) 2.353, half-width 0.0679 -> exp - 1 = 0.0703
+  EXPECT_NEAR(paired_noise({std::exp(0.05), std::exp(0.15), std::exp(0.05), std::exp(0.15)}), 0.0703, 1e-3);
+  // wider rounds, wider noise
+  EXPECT_GT(paired_noise({1.01, 1.5, 1.02, 1.6}), paired_noise({1.1, 1.2, 1.1, 1.2}));
+}
+
+TEST(Halving, ChallengerWinsOnlyWhenEveryRoundAgreesBeyondTheNoise) {
+  // 1.74x faster in every round, rounds consistent: wins (the case a per-run cv of 2.4 refused)
+  const std::vector<double> clear = {1.70, 1.78, 1.72, 1.76};
+  std::vector<double> sorted = clear;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_TRUE(challenger_wins(sorted.front(), 1.74, paired_noise(clear)));
+  // one round slower: the sign test fails whatever the median says
+  EXPECT_FALSE(challenger_wins(0.99, 1.3, paired_noise({0.99, 1.3, 1.3, 1.4})));
+  // faster in every round but by less than the 1% floor
+  EXPECT_FALSE(challenger_wins(1.002, 1.006, paired_noise({1.002, 1.006, 1.006, 1.008})));
+  // faster in every round but the rounds disagree wildly: the median's lead is inside the noise
+  const std::vector<double> wild = {1.01, 1.04, 1.05, 2.5};
+  EXPECT_FALSE(challenger_wins(1.01, 1.045, paired_noise(wild)));
 }
 
 }  // namespace
