@@ -522,9 +522,24 @@ Result<std::vector<std::vector<Datum>>> calibration_inputs(const ir::Model& m, s
     if (auto slash = model_dir.find_last_of('/'); slash != std::string::npos) model_dir.resize(slash);
     else model_dir = ".";
     if (io::is_test_dir(model_dir)) {
+      // Only the sets whose inputs fit the model as built (a set of batch 2 beside a model whose
+      // batch dimension was bound to 1 does not): the others are not calibration data for it.
+      auto fits = [&](const std::vector<Datum>& in) {
+        if (in.size() != m.graph.inputs.size()) return false;
+        for (size_t i = 0; i < in.size(); ++i) {
+          const ir::ValueType& t = value(m.graph, m.graph.inputs[i]).type;
+          if (!in[i].is_tensor() || in[i].tensor.dtype() != t.dtype || in[i].tensor.shape().size() != t.dims.size())
+            return false;
+          for (size_t d = 0; d < t.dims.size(); ++d)
+            if (t.dims[d].known() && t.dims[d].value != in[i].tensor.shape()[d]) return false;
+        }
+        return true;
+      };
       auto data = io::load_test_data(m, model_dir);
-      if (data && !data->empty()) {
-        for (size_t i = 0; i < data->size() && i < max_sets; ++i) sets.push_back((*data)[i].inputs);
+      if (data)
+        for (size_t i = 0; i < data->size() && sets.size() < max_sets; ++i)
+          if (fits((*data)[i].inputs)) sets.push_back((*data)[i].inputs);
+      if (!sets.empty()) {
         source = std::to_string(sets.size()) + " test_data_set input(s) of " + model_dir;
         return sets;
       }
