@@ -5,7 +5,8 @@ usage: python3 bench/cuda_report.py OUT
 
 Medians in ms (device time, CUDA events; Tactician: its engine's steps or their CUDA graph's replay
 with inputs already on the device; PyTorch: one call of the module). Ratios are PyTorch / Tactician
-fp16 (above 1: Tactician is faster). TFLOP/s = torch's FLOP count / Tactician fp16's median; the
+fp16 (above 1: Tactician is faster). TFLOP/s = torch's FLOP count / Tactician fp16's median; GB/s =
+the compulsory bytes (fp16 weights read once, input read, output written) / that median; the
 ceilings line gives the measured copy bandwidth and fp16 matmul rate. A missing or failed side is
 n/a, never a number. Later lines for the same model, batch and config replace earlier ones.
 """
@@ -39,7 +40,7 @@ def main():
             tune_s[(r['model'], r['batch'])] = (r.get('tune_s'), res.get('candidates'))
             continue
         t[(r['model'], r['batch'], r.get('config'))] = res.get('median_ms')
-    p, flops, ceil = {}, {}, None
+    p, flops, nbytes, ceil = {}, {}, {}, None
     for r in torch_rows:
         if r.get('ceiling'):
             ceil = r
@@ -47,6 +48,8 @@ def main():
         p[(r['model'], r['batch'], r['mode'])] = r.get('median_ms')
         if r.get('flops'):
             flops[(r['model'], r['batch'])] = r['flops']
+        if r.get('bytes'):
+            nbytes[(r['model'], r['batch'])] = r['bytes']
         if r.get('nonfinite_outputs'):
             p[(r['model'], r['batch'], 'nonfinite')] = r['nonfinite_outputs']
         if r.get('compile_s') is not None:
@@ -58,8 +61,8 @@ def main():
             keys.append(mb)
     print('| model | batch | GFLOP | Tactician fp32 | Tactician fp16 | fp16, graphs off | fp16, cold L2 | Tactician bf16 | '
           'fp16 tuned (tuning s, candidates) | eager | compile | max-autotune | eager / Tac | compile / Tac | max-autotune / Tac | '
-          'max-autotune / tuned | Tac TFLOP/s |')
-    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+          'max-autotune / tuned | Tac TFLOP/s | Tac GB/s |')
+    print('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
     ratios = {'eager': [], 'compile': [], 'max-autotune': [], 'eager_b1': []}
     for m, b in keys:
         tf = t.get((m, b, 'fp16'))
@@ -89,6 +92,8 @@ def main():
             ratios.setdefault('max-autotune (tuned)', []).append(r)
         cells.append(fmt(r, 2))
         cells.append(fmt(f / tf / 1e9 if f and tf else None, 1))
+        nb = nbytes.get((m, b))
+        cells.append(fmt(nb / tf / 1e6 if nb and tf else None, 0))
         print('| ' + ' | '.join(cells) + ' |')
     print()
     # Every Tactician configuration measured (the route variants of run_cuda.sh), fp16 = 1.

@@ -146,6 +146,9 @@ def main():
                     rec['flops'] = count_flops(model, inputs[0]) or (bert_base_flops(batch) if name == 'bert-base' else None)
                     y = model(inputs[0])
                     rec['nonfinite_outputs'] = int((~torch.isfinite(y)).sum())  # fp16 range: inf/NaN in the output
+                    # Compulsory traffic: every weight read once, the input read and the output written once.
+                    rec['bytes'] = (sum(t.numel() * t.element_size() for t in model.state_dict().values())
+                                    + inputs[0].numel() * inputs[0].element_size() + y.numel() * y.element_size())
                     fn = model
                     if mode != 'eager':
                         fn = torch.compile(model, mode=None if mode == 'compile' else mode)

@@ -12,6 +12,8 @@
 // tuner does) and gets `fraction` of the space's size in evaluations. It prints, per strategy,
 // the median over seeds of the best found speed-up as a percentage of the optimum's speed-up
 // (100% = found the optimum), the worst seed, and how many seeds found the optimum itself.
+// DB may be a comma-separated list of independent enumerations: each route's latency is then
+// the median over them.
 // With --prior on (the default, as in the tuner) the tactic dimensions get value priors from the
 // isolated timings of a `builder.selection=isolated` build made here (set_value_priors).
 #include <algorithm>
@@ -86,12 +88,27 @@ int main(int argc, char** argv) {
   }
   const uint64_t size = space->size();
   if (size > 100000) return fail("the space has " + std::to_string(size) + " points: restrict --knobs to enumerate it");
-  auto db = tuner::Database::open(db_path);
-  if (!db) return fail(db.status().to_string());
-  auto records = (*db)->all(model->hash, builder::device_fingerprint(), TAC_VERSION);
-  if (!records) return fail(records.status().to_string());
+  // DB may list several databases (a.db,b.db,...), each an independent enumeration of the same
+  // space: a route's latency is then the median over them (a failed evaluation counts as
+  // infinitely slow), so the optimum is less a winner of one measurement's noise.
+  const std::vector<std::string> db_paths = split(db_path);
+  std::map<std::string, std::vector<double>> samples;
+  for (const std::string& path : db_paths) {
+    auto db = tuner::Database::open(path);
+    if (!db) return fail(db.status().to_string());
+    auto records = (*db)->all(model->hash, builder::device_fingerprint(), TAC_VERSION);
+    if (!records) return fail(records.status().to_string());
+    std::map<std::string, double> one;  // the last record of a route in this database
+    for (const tuner::CandidateRecord& r : *records) one[r.route] = r.status == "ok" ? r.median_ms : INFINITY;
+    for (const auto& [route, ms] : one) samples[route].push_back(ms);
+  }
   std::map<std::string, double> table;
-  for (const tuner::CandidateRecord& r : *records) table[r.route] = r.status == "ok" ? r.median_ms : INFINITY;
+  for (auto& [route, v] : samples) {
+    if (v.size() != db_paths.size()) continue;  // not in every database: reported as missing below
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    table[route] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
 
   auto route_text = [&](const tuner::Point& p) {
     builder::Route r = tuner::route_of(*space, p);
