@@ -27,6 +27,7 @@
 
 #include "builder/builder.h"
 #include "io/onnx_import.h"
+#include "runtime/measure.h"
 #include "tuner/database.h"
 #include "tuner/strategy.h"
 #include "tuner/tune.h"
@@ -103,12 +104,8 @@ int main(int argc, char** argv) {
     for (const auto& [route, ms] : one) samples[route].push_back(ms);
   }
   std::map<std::string, double> table;
-  for (auto& [route, v] : samples) {
-    if (v.size() != db_paths.size()) continue;  // not in every database: reported as missing below
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    table[route] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  }
+  for (const auto& [route, v] : samples)
+    if (v.size() == db_paths.size()) table[route] = runtime::median(v);  // else reported as missing below
 
   auto route_text = [&](const tuner::Point& p) {
     builder::Route r = tuner::route_of(*space, p);
