@@ -10,6 +10,13 @@
 
 namespace tac::kernels {
 
+// The one CPU engine every oneDNN tactic builds its primitives and memories on (inline: a single
+// instance across the translation units that include this header).
+inline dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
 // The format tag of a 4-D activation in layout `l`.
 inline dnnl::memory::format_tag dnnl_tag(ir::Layout l) {
   using tag = dnnl::memory::format_tag;

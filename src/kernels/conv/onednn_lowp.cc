@@ -23,10 +23,6 @@ using dt = dnnl::memory::data_type;
 
 enum class Lowp { bf16, int8 };
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
 Result<ConvGeom> lowp_geom(const StepDesc& s, Lowp kind) {

@@ -24,10 +24,6 @@ using ir::OpKind;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 dnnl::memory::desc dnnl_md(const Shape& s, DType t, Layout l) {
   return dnnl::memory::desc(dnnl::memory::dims(s.begin(), s.end()), dnnl_type(t), dnnl_tag(l));
 }
