@@ -98,6 +98,10 @@ bench_one() {  # engine model threads round [args...]
   printf 'tune_cpu.sh: %-14s t%s %-8s round %s: %s\n' "$m" "$t" "$engine" "$r" "$med" >&2
 }
 START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# The commit of the checkout when the run starts (a run takes an hour or more: later commits must
+# not be named as the one measured; with TACTICIAN pointing at a copy, the copy's build is meant).
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT-dirty"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # Phase 1: every tune (the long part); phase 2: every comparison round, so that the rounds of all
 # models run together at the end (keep the machine quiet then).
@@ -136,10 +140,8 @@ for t in $THREADS; do
   done
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT-dirty"
 REPORT="$WORK/report.md"
-RAW="$RAW" CMDLINE="$CMDLINE" COMMIT="$COMMIT" START="$START" LOAD="$LOAD_BEFORE -> $LOAD_MID (tunes done) -> $LOAD_AFTER" THREADS="$THREADS" \
+RAW="$RAW" CMDLINE="$CMDLINE" COMMIT="$COMMIT" BINARY="$TACTICIAN" START="$START" LOAD="$LOAD_BEFORE -> $LOAD_MID (tunes done) -> $LOAD_AFTER" THREADS="$THREADS" \
 MODELS="$MODELS" CPU="$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" NCPU="$(nproc)" ROUNDS="$ROUNDS" \
 BUDGET="$BUDGET" STRATEGY="$STRATEGY" TOLERANCE="${TOLERANCE:-default (fp32: l2<=1e-5, cos>=0.99999)}" python3 - > "$REPORT" <<'PY'
 import glob, json, math, os, statistics as st
@@ -158,7 +160,7 @@ f3 = lambda x: 'n/a' if x is None else f'{x:.3f}x'
 print('# CPU benchmark: tuned vs default vs isolated selection, and ONNX Runtime')
 print()
 print(f"- command: `{E['CMDLINE']}`")
-print(f"- commit: {E['COMMIT']}; machine: {E['CPU']}, {E['NCPU']} cores (shared; load {E['LOAD']}); date {E['START']} UTC")
+print(f"- commit: {E['COMMIT']} (binary {E['BINARY']}); machine: {E['CPU']}, {E['NCPU']} cores (shared; load {E['LOAD']}); date {E['START']} UTC")
 print(f"- tune: `tactician tune MODEL --budget {E['BUDGET']} --strategy {E['STRATEGY']} --threads N`, tolerance {E['TOLERANCE']}")
 print(f"- all tunes first, then {E['ROUNDS']} rounds, each one `bench --compare default,isolated,tuned` process (3 rotations of 0.5 s blocks) and one ORT process; ms figures are medians of the round medians, default/tuned and default/isolated the medians of the per-round (paired) ratios")
 print()
