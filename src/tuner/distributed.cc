@@ -32,6 +32,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -138,18 +139,31 @@ std::string place(int slot, const WorkerOptions& o) {
     setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
     return "GPU " + dev;
   }
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long first = static_cast<long>(slot) * o.threads, last = first + o.threads;  // [first, last)
-  if (last > cores)
-    return "NOT PINNED: needs cores " + std::to_string(first) + "-" + std::to_string(last - 1) + " but the host has " +
-           std::to_string(cores) + " (evaluators share cores: their timings disturb each other; use fewer ranks or --threads)";
+  // The CPUs this process may run on (a `taskset` or cgroup mask of the launcher, inherited with
+  // `mpirun --bind-to none`), in order: evaluator slot k takes the k-th group of --threads of them,
+  // so ranks never pin themselves onto CPUs the user kept for other work.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    return std::string("NOT PINNED: sched_getaffinity failed: ") + std::strerror(errno);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const size_t first = static_cast<size_t>(slot) * static_cast<size_t>(o.threads), last = first + static_cast<size_t>(o.threads);
+  if (last > cpus.size())
+    return "NOT PINNED: evaluator slot " + std::to_string(slot) + " needs CPUs " + std::to_string(first) + "-" +
+           std::to_string(last - 1) + " of the " + std::to_string(cpus.size()) +
+           " this process may use (evaluators share cores: their timings disturb each other; use fewer ranks or --threads)";
   cpu_set_t set;
   CPU_ZERO(&set);
-  for (long c = first; c < last; ++c) CPU_SET(static_cast<int>(c), &set);
+  std::string names;
+  for (size_t i = first; i < last; ++i) {
+    CPU_SET(cpus[i], &set);
+    names += (names.empty() ? "" : ",") + std::to_string(cpus[i]);
+  }
   if (sched_setaffinity(0, sizeof set, &set) != 0)
-    return "NOT PINNED: sched_setaffinity to cores " + std::to_string(first) + "-" + std::to_string(last - 1) +
-           " failed: " + std::strerror(errno);
-  return "cores " + std::to_string(first) + "-" + std::to_string(last - 1);
+    return "NOT PINNED: sched_setaffinity to cores " + names + " failed: " + std::strerror(errno);
+  return "cores " + names;
 }
 
 class MpiEvaluators final : public Evaluators {

@@ -7,7 +7,8 @@
 #     outputs, and every evaluator rank evaluated candidates;
 #  3. a planted worker death (--mpi-test-lose 2, under mpirun --enable-recovery): the search goes
 #     on with rank 1, the lost candidate is recorded as crashed naming rank 2; the same for a
-#     worker that hangs (it is killed at its deadline, and the MPI job still ends);
+#     worker that hangs (it is killed at its deadline, and the MPI job still ends); an evaluator
+#     pins itself inside the CPU mask its launcher was given (taskset), not onto CPU 0;
 #  4. bad input: a model no rank can read is a clear error, no hang.
 # Skipped (exit 77) when mpirun is absent. Usage: tune_mpi_test.sh path/to/tactician path/to/model/dir
 set -u
@@ -102,6 +103,17 @@ db = sqlite3.connect(sys.argv[1])
 lost = db.execute("select status, reason from candidates where reason like '%rank 2 lost%'").fetchall()
 assert len(lost) == 1 and lost[0][0] == "crashed" and "killed" in lost[0][1], lost
 PY
+
+# 3c. Placement stays inside the launcher's CPU mask (taskset, cgroup; ranks inherit it under
+# --bind-to none): one evaluator under a one-CPU mask pins itself to that CPU, not to CPU 0.
+cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
+if [ "$cpu" -gt 0 ]; then
+  taskset -c "$cpu" timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$bin" tune "$model" \
+    --strategy full --knobs "memory.planner" --budget 20s --threads 1 --db "$tmp/pin.db" > "$tmp/pin.out" 2> "$tmp/pin.err" ||
+    fail "tune under taskset -c $cpu exited $?"
+  grep -q "^rank 1 (reference): .*cores $cpu\$" "$tmp/pin.err" ||
+    { fail "rank 1 not pinned to CPU $cpu, the one its launcher may use"; grep "^rank" "$tmp/pin.err"; }
+fi
 
 # 4. Bad input: nothing to read, no hang.
 mpi -np 2 "$bin" tune "$tmp/nosuch.onnx" --budget 30s --threads 1 --db "$tmp/bad.db" > "$tmp/bad.out" 2>&1
