@@ -1,6 +1,6 @@
-// oneDNN descriptions of Tactician's layouts and element types, shared by the oneDNN tactics
-// (conv/onednn_conv.cc, conv/onednn_lowp.cc, gemm/onednn_lowp.cc, layout/tactics.cc). Only
-// those translation units include it: dnnl.hpp is large.
+// oneDNN's CPU engine and its descriptions of Tactician's layouts and element types, shared by the
+// oneDNN tactics (conv/onednn_conv.cc, conv/onednn_lowp.cc, gemm/onednn_lowp.cc, gemm/gemm_libs.cc,
+// layout/tactics.cc). Only those translation units include it: dnnl.hpp is large.
 #pragma once
 
 #include <dnnl.hpp>

@@ -20,7 +20,8 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails+1)); }
 # Every mpirun is bounded by `timeout`: a hang fails the test instead of blocking CI.
-mpi() { timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none "$@"; }
+mpirun_flags=(--oversubscribe --allow-run-as-root --bind-to none)
+mpi() { timeout 300 mpirun "${mpirun_flags[@]}" "$@"; }
 
 # 1. Equality on a fixed candidate list.
 space=(--plant-faults --strategy full --knobs "tactic.Conv_0" --budget 300s --threads 1 --timeout 5s --json --quiet)
@@ -108,7 +109,7 @@ PY
 # --bind-to none): one evaluator under a one-CPU mask pins itself to that CPU, not to CPU 0.
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 if [ "$cpu" -gt 0 ]; then
-  taskset -c "$cpu" timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$bin" tune "$model" \
+  taskset -c "$cpu" timeout 300 mpirun "${mpirun_flags[@]}" -np 2 "$bin" tune "$model" \
     --strategy full --knobs "memory.planner" --budget 20s --threads 1 --db "$tmp/pin.db" > "$tmp/pin.out" 2> "$tmp/pin.err" ||
     fail "tune under taskset -c $cpu exited $?"
   grep -q "^rank 1 (reference): .*cores $cpu\$" "$tmp/pin.err" ||

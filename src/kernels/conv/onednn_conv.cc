@@ -21,7 +21,6 @@ namespace {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
 

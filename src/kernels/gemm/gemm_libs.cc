@@ -10,6 +10,7 @@
 
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/problem.h"
+#include "kernels/onednn_common.h"
 #include "kernels/tactic.h"
 
 namespace tac::kernels::gemm {
@@ -91,7 +92,7 @@ Status onednn_shape_ok(const Problem& p) {
 
 class OneDnnKernel final : public Kernel {
  public:
-  OneDnnKernel(const Problem& p, int threads) : p_(p), threads_(std::max(threads, 1)), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {}
+  OneDnnKernel(const Problem& p, int threads) : p_(p), threads_(std::max(threads, 1)), strm_(cpu_engine()) {}
 
   Status init(const float* const_b) {
     const bool batched = p_.batches > 1;
@@ -138,11 +139,11 @@ class OneDnnKernel final : public Kernel {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch comes from the engine's workspace
     auto d = p_.bias_input >= 0 ? dnnl::matmul::desc(src_md_, wei_any, bias_md_, dst_md_)
                                 : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
-    pd_ = dnnl::matmul::primitive_desc(d, attr, eng_);
+    pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
     prim_ = dnnl::matmul(pd_);
     if (const_b) {
-      weights_ = memory(pd_.weights_desc(), eng_);
-      memory user(user_wei_md_, eng_, const_cast<float*>(const_b));
+      weights_ = memory(pd_.weights_desc(), cpu_engine());
+      memory user(user_wei_md_, cpu_engine(), const_cast<float*>(const_b));
       dnnl::reorder(user, weights_).execute(strm_, user, weights_);
       strm_.wait();
     }
@@ -156,17 +157,17 @@ class OneDnnKernel final : public Kernel {
       const int saved = omp_get_max_threads();
       omp_set_num_threads(threads_);  // oneDNN's OpenMP runtime uses the caller's thread count
       std::unordered_map<int, memory> args;
-      args.emplace(DNNL_ARG_SRC, memory(src_md_, eng_, in[0].data));
-      args.emplace(DNNL_ARG_WEIGHTS, weights_ ? weights_ : memory(user_wei_md_, eng_, in[1].data));
-      args.emplace(DNNL_ARG_DST, memory(dst_md_, eng_, out[0].data));
-      if (p_.bias_input >= 0) args.emplace(DNNL_ARG_BIAS, memory(bias_md_, eng_, in[static_cast<size_t>(p_.bias_input)].data));
+      args.emplace(DNNL_ARG_SRC, memory(src_md_, cpu_engine(), in[0].data));
+      args.emplace(DNNL_ARG_WEIGHTS, weights_ ? weights_ : memory(user_wei_md_, cpu_engine(), in[1].data));
+      args.emplace(DNNL_ARG_DST, memory(dst_md_, cpu_engine(), out[0].data));
+      if (p_.bias_input >= 0) args.emplace(DNNL_ARG_BIAS, memory(bias_md_, cpu_engine(), in[static_cast<size_t>(p_.bias_input)].data));
       if (p_.res_input >= 0) {
         const int index = p_.alpha != 1.0f ? 1 : 0;  // position of the binary post-op
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,
-                     memory(res_md_, eng_, in[static_cast<size_t>(p_.res_input)].data));
+                     memory(res_md_, cpu_engine(), in[static_cast<size_t>(p_.res_input)].data));
       }
       if (pd_.scratchpad_desc().get_size() > 0)
-        args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), eng_, workspace));
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), cpu_engine(), workspace));
       prim_.execute(strm_, args);
       strm_.wait();
       omp_set_num_threads(saved);
@@ -179,7 +180,6 @@ class OneDnnKernel final : public Kernel {
  private:
   Problem p_;
   int threads_;
-  dnnl::engine eng_;
   dnnl::stream strm_;
   memory::desc src_md_, user_wei_md_, dst_md_, bias_md_, res_md_;
   dnnl::matmul::primitive_desc pd_;
