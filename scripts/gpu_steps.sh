@@ -15,6 +15,7 @@
 #   pin:MODEL:BATCH:TACTICS          per tactic of TACTICS (',' separated): every node that offers it pinned to it
 #                                   (fp16 default route otherwise), `bench` end to end and the median duration of
 #                                   the kernels named *attention* under Nsight Compute -> OUT/pins.txt
+#   pinbench:MODEL:BATCH:TACTICS     as pin:, `bench` end to end only (no Nsight Compute) -> OUT/pins.txt
 #   unit                            the CUDA unit tests (scripts/gpu_check.sh --unit)
 #   check:NAME[:ROUTE:RTOL:ATOL]     `check` of every DEVPACK zoo model on CUDA (route spaces as '+')
 #                                   -> OUT/check-NAME/summary.txt
@@ -36,7 +37,7 @@ source "$pkg/env.sh"
 mdir=/tmp/bench-models
 need=$(for s in "$@"; do
   case "$s" in
-    profile:*|ncutimes:*|pin:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
+    profile:*|ncutimes:*|pin:*|pinbench:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
     ncu:*) IFS=: read -r _ m b _ _ <<< "$s"; echo "$m:$b" ;;
     torch:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
     bench:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
@@ -71,8 +72,8 @@ for s in "$@"; do
         timeout 300 "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
           "${run[@]}" > "$out/ncutimes-$m-b$b.csv" 2>&1
       fi ;;
-    pin:*)
-      IFS=: read -r _ m b tacs <<< "$s"
+    pin:*|pinbench:*)
+      IFS=: read -r kind m b tacs <<< "$s"
       model=$mdir/$m/model.onnx
       tactician knobs "$model" --backend cuda --dim batch=$b --json > /tmp/knobs-$m-$b.json 2>> "$out/pins.txt"
       for tac in ${tacs//,/ }; do
@@ -80,6 +81,7 @@ for s in "$@"; do
 t = sys.argv[2]
 print(" ".join(k["name"] + "=" + t for k in json.load(open(sys.argv[1])) if k["name"].startswith("tactic.") and t in k["values"]))' /tmp/knobs-$m-$b.json $tac)"
         r=$(timeout 120 tactician bench "$model" --backend cuda --route "$route" --dim batch=$b --min-seconds 1 --json 2>&1 | tail -1)
+        [ "$kind" = pinbench ] && { echo "$m b$b $tac: bench $r" >> "$out/pins.txt"; continue; }
         k=$(timeout 200 "$ncu_bin" --clock-control none --cache-control none --kernel-name regex:attention \
               --metrics gpu__time_duration.sum --csv tactician run "$model" --backend cuda --route "$route" --random-inputs \
               --dim batch=$b 2>&1 | python3 -c 'import csv, statistics, sys

@@ -517,6 +517,60 @@ TEST(CudaTactics, CudnnConvolutions) {
 }
 
 
+// The v9 graph API's engine configurations (cudnn_graph_h*): the whole FusedConv (bias, residual,
+// activation) as one operation graph, fp32 nchw with asymmetric pads and Clip, fp16 and bf16 nhwc
+// (tensor-core engines) with bias, residual and ReLU. Each configuration that applies must match
+// the reference; at least one must apply to each case.
+TEST(CudaTactics, CudnnGraphEngines) {
+  REQUIRE_DEVICE();
+  auto graph_tactics = [](const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask, double tol,
+                          const std::vector<ir::Layout>& in_layouts, ir::Layout out_layout) {
+    int applied = 0;
+    for (const Tactic* t : tactics_for(n.op, Backend::cuda)) {
+      if (std::string(t->name).rfind("cudnn_graph_h", 0) != 0) continue;
+      kernels::TacticCheck r = check_tactic(*t, n, in, cmask, 1, in_layouts, out_layout);
+      if (r.status.kind() == ErrorKind::not_applicable) continue;
+      EXPECT_TRUE(r.status.is_ok()) << t->name << ": " << r.status.to_string();
+      if (!r.status) continue;
+      ++applied;
+      for (int64_t i = 0, bad = 0; i < r.expected[0].numel() && bad < 3; ++i) {
+        const double want = r.expected[0].get_f64(i), got = r.outputs[0].get_f64(i);
+        if (!(std::fabs(got - want) <= tol * (1 + std::fabs(want)))) {
+          ++bad;
+          ADD_FAILURE() << t->name << " out[" << i << "]: got " << got << " want " << want;
+        }
+      }
+    }
+    return applied;
+  };
+  ir::Node f = make_node("FusedConv", 4, 1);
+  f.domain = "tactician";
+  set_attr(f, "pads", std::vector<int64_t>{1, 0, 2, 1});
+  set_attr(f, "activation", std::string("Clip"));
+  set_attr(f, "act_alpha", 0.0f);
+  set_attr(f, "act_beta", 2.0f);
+  // Output 2 x 6 x (10+1+2-3+1) x (9+0+1-3+1) = [2, 6, 11, 8].
+  EXPECT_GE(graph_tactics(f,
+                          {random_tensor(DType::float32, {2, 4, 10, 9}, 140), random_tensor(DType::float32, {6, 4, 3, 3}, 141),
+                           random_tensor(DType::float32, {6}, 142), random_tensor(DType::float32, {2, 6, 11, 8}, 143)},
+                          {false, true, true, false}, 1e-4, {}, ir::Layout::nchw),
+            1)
+      << "fp32 nchw";
+  for (DType dt : {DType::float16, DType::bfloat16}) {
+    ir::Node r = make_node("FusedConv", 4, 1);
+    r.domain = "tactician";
+    set_attr(r, "pads", std::vector<int64_t>{1, 1, 1, 1});
+    set_attr(r, "activation", std::string("Relu"));
+    EXPECT_GE(graph_tactics(r,
+                            {random_tensor(dt, {2, 16, 12, 10}, 144), random_tensor(dt, {32, 16, 3, 3}, 145),
+                             random_tensor(DType::float32, {32}, 146), random_tensor(dt, {2, 32, 12, 10}, 147)},
+                            {false, true, true, false}, dt == DType::float16 ? 1e-2 : 6e-2,
+                            {ir::Layout::nhwc, ir::Layout::nchw, ir::Layout::nchw, ir::Layout::nhwc}, ir::Layout::nhwc),
+              1)
+        << dtype_name(dt) << " nhwc";
+  }
+}
+
 // Cast, Slice, DepthToSpace, SpaceToDepth: exact.
 TEST(CudaTactics, CastSliceDepthToSpace) {
   REQUIRE_DEVICE();

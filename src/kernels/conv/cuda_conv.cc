@@ -15,14 +15,18 @@
 // type: CUDNN_FMA_MATH for fp32 (true fp32), CUDNN_TENSOR_OP_MATH for fp16/bf16 and for fp32
 // nodes the rewrite marked `tac_math=tf32` (TF32 tensor cores).
 //
-// This uses cuDNN's legacy convolution API (deprecated in cuDNN 9 but complete); the v9 graph
-// API's engine configurations come next as further tactics.
+// The algorithm tactics use cuDNN's legacy convolution API (deprecated in cuDNN 9 but complete);
+// "cudnn_graph_h0".."_h5" are the engine configurations of the v9 graph API's heuristic for the
+// whole step (convolution, bias, residual and activation as one operation graph).
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
+#include <algorithm>
+#include <cfloat>
 #include <cstring>
 #include <map>
 #include <mutex>
 
+#include "backends/cuda/cudnn_graph.h"
 #include "backends/cuda/kernel_util.h"
 #include "kernels/conv/conv_common.h"
 #include "kernels/elementwise/cuda_kernels.h"
@@ -357,6 +361,201 @@ Result<std::unique_ptr<Kernel>> fused_prepare(const StepDesc& s) {
   return std::unique_ptr<Kernel>(std::move(k));
 }
 
+// ---- cuDNN's v9 graph API: one tactic per engine configuration its heuristic proposes ----
+// The step as one operation graph: convolution -> + bias -> + residual -> activation, the
+// intermediates virtual (fp32, inside the fused kernel), y in the step's type; the bias is the
+// step's fp32 vector read as [1, M, 1, 1]. "cudnn_graph_hR" is the R-th configuration of the
+// heuristic's list (mode A, then the fallback list's other engines). Where the configuration
+// cannot run the graph, its plan fails to finalize at prepare and the tactic is not applicable
+// (the reason names cuDNN's engine). Ranked after the legacy tactics: the tuner's search and
+// builder.selection=isolated try them.
+constexpr int kGraphTactics = 6;
+const char* const kGraphNames[kGraphTactics] = {"cudnn_graph_h0", "cudnn_graph_h1", "cudnn_graph_h2",
+                                                "cudnn_graph_h3", "cudnn_graph_h4", "cudnn_graph_h5"};
+
+// The activation as a cuDNN pointwise mode, or not_applicable.
+Result<std::pair<cudnnPointwiseMode_t, cuda::dnn::PointwiseParams>> graph_act(const ir::Epilogue& ep) {
+  using A = ir::Epilogue::Act;
+  cuda::dnn::PointwiseParams p;
+  switch (ep.act) {
+    case A::relu: return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
+    case A::clip:
+      // Clip's open ends as the largest finite floats (fp32 math: cuDNN's frontend clamps so too).
+      p.relu_lower = std::max<double>(ep.alpha, -FLT_MAX), p.relu_upper = std::min<double>(ep.beta, FLT_MAX);
+      p.has_upper = true;
+      return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
+    case A::leaky_relu:
+      p.relu_slope = ep.alpha, p.has_slope = true;
+      return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
+    case A::sigmoid: return std::make_pair(CUDNN_POINTWISE_SIGMOID_FWD, p);
+    case A::tanh: return std::make_pair(CUDNN_POINTWISE_TANH_FWD, p);
+    case A::gelu: return std::make_pair(CUDNN_POINTWISE_GELU_FWD, p);  // erf GELU (GELU_APPROX_TANH_FWD is the other)
+    case A::silu: return std::make_pair(CUDNN_POINTWISE_SWISH_FWD, p);  // x * sigmoid(beta x), beta 1
+    case A::none:
+    case A::hard_sigmoid: break;
+  }
+  return not_applicable("no cuDNN pointwise mode for this activation");
+}
+
+std::vector<int64_t> strides4(int64_t c, int64_t h, int64_t w, bool nhwc) {
+  return nhwc ? std::vector<int64_t>{h * w * c, 1, w * c, c} : std::vector<int64_t>{c * h * w, h * w, w, 1};
+}
+
+// The graph of a convolution, its heuristic's configurations and the plans finalized so far;
+// one per geometry and epilogue, kept for the process (plans refer to the graph).
+struct GraphInfo {
+  cuda::dnn::Graph g;
+  Status status;                // the graph or the heuristic failed: why
+  int64_t x = 0, w = 0, b = -1, r = -1, y = 0;
+  std::shared_ptr<const cuda::dnn::Plan> plans[kGraphTactics];
+  Status plan_status[kGraphTactics];
+  bool tried[kGraphTactics] = {};
+};
+
+Status build_graph(GraphInfo& gi, const Conv& c, cudnnHandle_t h) {
+  using E = ir::Epilogue::Act;
+  cuda::dnn::Graph& g = gi.g;
+  const cudnnDataType_t t = cudnn_type(c.t);
+  const bool act = c.ep.act != E::none;
+  gi.x = g.tensor(t, {c.N, c.C, c.H, c.W}, strides4(c.C, c.H, c.W, c.nhwc));
+  gi.w = g.tensor(t, {c.M, c.Cg(), c.KH, c.KW}, strides4(c.Cg(), c.KH, c.KW, c.nhwc));
+  const std::vector<int64_t> ydims{c.N, c.M, c.OH, c.OW}, ystr = strides4(c.M, c.OH, c.OW, c.nhwc);
+  gi.y = g.tensor(t, ydims, ystr);
+  // Each stage writes y when it is the last, else a virtual fp32 tensor.
+  const int stages = 1 + (c.has_bias ? 1 : 0) + (c.has_res ? 1 : 0) + (act ? 1 : 0);
+  int stage = 0;
+  auto out = [&]() { return ++stage == stages ? gi.y : g.tensor(CUDNN_DATA_FLOAT, ydims, ystr, /*is_virtual=*/true); };
+  int64_t v = out();
+  g.conv(gi.x, gi.w, v, {c.PT, c.PL}, {c.PB, c.PR}, {c.SH, c.SW}, {c.DH, c.DW});
+  if (c.has_bias) {
+    gi.b = g.tensor(CUDNN_DATA_FLOAT, {1, c.M, 1, 1}, {c.M, 1, 1, 1});
+    const int64_t o = out();
+    g.pointwise(CUDNN_POINTWISE_ADD, v, gi.b, o);
+    v = o;
+  }
+  if (c.has_res) {
+    gi.r = g.tensor(t, ydims, ystr);
+    const int64_t o = out();
+    g.pointwise(CUDNN_POINTWISE_ADD, v, gi.r, o);
+    v = o;
+  }
+  if (act) {
+    TAC_ASSIGN_OR_RETURN(auto a, graph_act(c.ep));
+    g.pointwise(a.first, v, -1, out(), a.second);
+  }
+  TAC_RETURN_IF_ERROR(g.finalize(h));
+  // True fp32 leaves out the engines that compute in TF32 or fp16 (cuDNN's numerical notes).
+  std::vector<cudnnBackendNumericalNote_t> exclude;
+  if (c.t == Elem::f32 && !c.tf32) exclude = {CUDNN_NUMERICAL_NOTE_TENSOR_CORE, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS};
+  return g.heuristics(h, kGraphTactics, exclude);
+}
+
+std::mutex graph_mu;
+
+// Cached per geometry and epilogue (applies() and cost() run per node and per build); null
+// without a device.
+GraphInfo* graph_info(const Conv& c) {
+  static std::map<std::string, std::unique_ptr<GraphInfo>> cache;
+  cuda::Context* ctx = cuda::context_if_available();
+  if (!ctx) return nullptr;
+  char ep[128];
+  std::snprintf(ep, sizeof ep, "|%d,%g,%g|%d%d|%lld,%lld", static_cast<int>(c.ep.act), c.ep.alpha, c.ep.beta, c.has_bias,
+                c.has_res, (long long)c.PB, (long long)c.PR);
+  std::lock_guard<std::mutex> lock(graph_mu);
+  auto [it, fresh] = cache.emplace(key_of(c) + ep, nullptr);
+  if (fresh) {
+    it->second = std::make_unique<GraphInfo>();
+    it->second->status = build_graph(*it->second, c, ctx->dnn);
+  }
+  return it->second.get();
+}
+
+template <int R>
+Status graph_applies(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Conv c, any_geom(s));
+  if (c.ep.act != ir::Epilogue::Act::none) TAC_RETURN_IF_ERROR(graph_act(c.ep).status());
+  GraphInfo* gi = graph_info(c);
+  if (!gi) return Status::ok();  // no device to ask: listed, decided when built on one
+  if (!gi->status.is_ok()) return not_applicable(gi->status.message());
+  if (R >= static_cast<int>(gi->g.configs()))
+    return not_applicable("cuDNN's heuristic proposes " + std::to_string(gi->g.configs()) + " engine configurations for this graph");
+  std::lock_guard<std::mutex> lock(graph_mu);
+  if (gi->tried[R] && !gi->plan_status[R].is_ok()) return gi->plan_status[R];
+  if (gi->plans[R] && gi->plans[R]->workspace_bytes() > s.workspace_limit)
+    return workspace_over_limit(gi->plans[R]->workspace_bytes(), s.workspace_limit);
+  return Status::ok();
+}
+
+template <int R>
+double graph_cost(const StepDesc& s) {
+  auto c = any_geom(s);
+  if (!c) return 1e12;
+  const double rate = c->t == Elem::f32 && !c->tf32 ? 5e4 : 4e5;
+  return 14000.0 + c->flops() / rate + 1000.0 * R;  // after every legacy tactic (5000 + ... + 1000 * rank <= 8)
+}
+
+class GraphKernel final : public Kernel {
+ public:
+  GraphKernel(Conv c, cuda::Context* ctx, const GraphInfo* gi, std::shared_ptr<const cuda::dnn::Plan> plan)
+      : c_(c), ctx_(ctx), gi_(gi), plan_(std::move(plan)) {}
+  Status init(const StepDesc& s) {
+    if (c_.nhwc) {
+      TAC_ASSIGN_OR_RETURN(w_, upload_khwc(*s.constants[1]));
+    }
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return plan_->workspace_bytes(); }
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
+    std::vector<int64_t> uids{gi_->x, gi_->w, gi_->y};
+    std::vector<void*> ptrs{in[0].data, c_.nhwc ? w_.get() : in[1].data, out[0].data};
+    if (gi_->b >= 0) uids.push_back(gi_->b), ptrs.push_back(in[2].data);
+    if (gi_->r >= 0) uids.push_back(gi_->r), ptrs.push_back(in[3].data);
+    return call_.run(ctx_->dnn, *plan_, uids, ptrs, ws);
+  }
+
+ private:
+  Conv c_;
+  cuda::Context* ctx_;
+  const GraphInfo* gi_;
+  std::shared_ptr<const cuda::dnn::Plan> plan_;
+  cuda::DeviceBuffer w_;
+  cuda::dnn::Call call_;
+};
+
+template <int R>
+Result<std::unique_ptr<Kernel>> graph_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Conv c, any_geom(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * ctx, cuda::context());
+  TAC_RETURN_IF_ERROR(graph_applies<R>(s));
+  GraphInfo* gi = graph_info(c);
+  std::shared_ptr<const cuda::dnn::Plan> plan;
+  {
+    // Finalized once per process and configuration: runtime-compiled engines take a while.
+    std::lock_guard<std::mutex> lock(graph_mu);
+    if (!gi->tried[R]) {
+      gi->tried[R] = true;
+      auto p = gi->g.plan(ctx->dnn, R);
+      if (p) gi->plans[R] = *p;
+      else gi->plan_status[R] = p.status();
+    }
+    TAC_RETURN_IF_ERROR(gi->plan_status[R]);
+    plan = gi->plans[R];
+  }
+  if (plan->workspace_bytes() > s.workspace_limit) return workspace_over_limit(plan->workspace_bytes(), s.workspace_limit);
+  auto k = std::make_unique<GraphKernel>(c, ctx, gi, std::move(plan));
+  TAC_RETURN_IF_ERROR(k->init(s));
+  return std::unique_ptr<Kernel>(std::move(k));
+}
+
+template <int R>
+void add_graph_tactics(std::vector<Tactic>& t) {
+  for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv})
+    t.push_back({kGraphNames[R], op,
+                 "cuDNN v9 graph API: convolution + bias + residual + activation as one operation graph, the heuristic's "
+                 "engine configuration of this rank (fp32/tf32/fp16/bf16, nchw or nhwc)",
+                 graph_applies<R>, graph_cost<R>, graph_prepare<R>, Backend::cuda, /*layouts=*/true});
+}
+
 // ---- our depthwise kernel ----
 Result<cuda::kern::DepthwiseDesc> depthwise_desc(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Conv g, any_geom(s));
@@ -407,6 +606,8 @@ std::span<const Tactic> cuda_conv_tactics() {
       t.push_back({"cudnn_fused", op,
                    "cuDNN's fused convolution + bias + relu (+ residual) in one call (implicit precomputed GEMM; nchw or nhwc)",
                    fused_applies, fused_cost, fused_prepare, Backend::cuda, /*layouts=*/true});
+    add_graph_tactics<0>(t), add_graph_tactics<1>(t), add_graph_tactics<2>(t);
+    add_graph_tactics<3>(t), add_graph_tactics<4>(t), add_graph_tactics<5>(t);
     return t;
   }();
   return table;
