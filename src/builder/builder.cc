@@ -48,13 +48,6 @@ Shape shape_of(const ir::ValueType& t) {
 }
 
 // ---- the global knobs ----
-// Passes off by default on CUDA, and why: fuse_elementwise's FusedElementwise has no CUDA tactic
-// yet. (fuse_attention was off while its only CUDA kernel ran on CUDA cores and lost to the
-// unfused cuBLASLt route; the tensor-core kernels, now cuda_flash_w*, made it the default.)
-const char* cuda_default_off(const std::string& name) {
-  if (name == "fuse_elementwise") return " (off by default on CUDA: no CUDA tactic for its fused op yet)";
-  return nullptr;
-}
 
 void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   std::vector<std::string> threads;
@@ -108,12 +101,12 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
                                                    : std::string()) +
                  "; Reformat steps convert where a consumer needs another",
              KnobScope::global});
-  for (const Pass& p : pass_pipeline()) {
-    const char* off = backend == kernels::Backend::cuda ? cuda_default_off(p.name) : nullptr;
-    const bool on = p.default_on && !off;
-    space.add({std::string("pass.") + p.name, {"on", "off"}, on ? "on" : "off", std::string(p.help) + (off ? off : ""),
-               KnobScope::global});
-  }
+  // One default per pass on both backends. (fuse_attention was off on CUDA while its only CUDA
+  // kernel ran on CUDA cores and lost to the unfused cuBLASLt route, until the tensor-core kernels,
+  // now cuda_flash_w*; fuse_elementwise until FusedElementwise had a CUDA tactic,
+  // kernels/chain/cuda_chain.cc.)
+  for (const Pass& p : pass_pipeline())
+    space.add({std::string("pass.") + p.name, {"on", "off"}, p.default_on ? "on" : "off", p.help, KnobScope::global});
 }
 
 // ---- shapes ----
@@ -522,6 +515,9 @@ ConcatAliases concat_aliases(const Plan& plan, const std::vector<int>& first) {
 
 bool in_place_op(const ir::Node& n) {
   using ir::OpKind;
+  // Ours: every FusedElementwise tactic (CPU blocks, the CUDA kernel, the references through a
+  // copy) reads element i of every input before it writes element i of the output.
+  if (n.op == OpKind::FusedElementwise && n.domain == ir::kInternalDomain) return true;
   if (!n.domain.empty()) return false;
   switch (n.op) {
     case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Sigmoid: case OpKind::Tanh: case OpKind::Clip:

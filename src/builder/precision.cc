@@ -304,13 +304,14 @@ bool follows_low(const ir::Node& n, size_t input) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:
     case OpKind::Concat: case OpKind::LayerNormalization: case OpKind::Clip:
     case OpKind::FusedAttention:  // Q, K, V and the mask (its CUDA kernel takes them in one type)
+    case OpKind::FusedElementwise:  // X and the chain's tensor operands (constants in the program stay fp32)
       return true;
     default:
       return false;
   }
 }
 bool follows_low(const ir::Node& n) {
-  const bool ours = n.domain == ir::kInternalDomain && n.op == OpKind::FusedAttention;
+  const bool ours = n.domain == ir::kInternalDomain && (n.op == OpKind::FusedAttention || n.op == OpKind::FusedElementwise);
   if ((n.domain != "" && !ours) || n.outputs.empty()) return false;
   for (size_t k = 1; k < n.outputs.size(); ++k)
     if (n.outputs[k] != ir::kNoValue) return false;

@@ -142,6 +142,7 @@ std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
 std::span<const Tactic> cuda_gemm_tactics();         // cuBLASLt
 std::span<const Tactic> cuda_conv_tactics();         // cuDNN
 std::span<const Tactic> cuda_attention_tactics();    // FusedAttention, own kernel
+std::span<const Tactic> cuda_chain_tactics();        // FusedElementwise, own kernel
 std::span<const Tactic> cuda_elementwise_tactics();  // our own kernels and data movement
 std::span<const Tactic> cuda_reference_tactics();    // host_reference: any op, through the host
 

@@ -9,10 +9,12 @@
 // values in float; cuDNN's FFT and Winograd algorithms transform in float: 1e-3 for them).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 
 #include "backends/cuda/device.h"
+#include "builder/passes/pass.h"
 #include "builder/plan_file.h"
 #include "builder/precision.h"
 #include "ir/shape_inference.h"
@@ -35,6 +37,25 @@ bool has_tactic(ir::OpKind op, Backend b, const std::string& name) {
   for (const Tactic* t : tactics_for(op, b))
     if (name == t->name) return true;
   return false;
+}
+
+// A FusedElementwise node running the program `ops` (ir/elementwise_chain.h) over n_inputs tensors.
+ir::Node chain_node(std::vector<std::string> ops, size_t n_inputs) {
+  ir::Node n = make_node("FusedElementwise", n_inputs, 1);
+  n.domain = ir::kInternalDomain;
+  ir::Attribute a;
+  a.type = ir::Attribute::Type::strings;
+  a.strings = std::move(ops);
+  n.attrs["ops"] = a;
+  return n;
+}
+// `times` copies of `links`, then `tail`.
+std::vector<std::string> repeat_links(const std::vector<std::string>& links, int times,
+                                      const std::vector<std::string>& tail = {}) {
+  std::vector<std::string> out;
+  for (int i = 0; i < times; ++i) out.insert(out.end(), links.begin(), links.end());
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
 }
 
 // ---- host side: runs everywhere ----
@@ -88,6 +109,7 @@ TEST(CudaBackend, TablesSeparateTheBackends) {
   for (ir::OpKind op : {ir::OpKind::Slice, ir::OpKind::Cast, ir::OpKind::DepthToSpace, ir::OpKind::SpaceToDepth})
     EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
   for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv}) EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda_depthwise"));
+  EXPECT_TRUE(has_tactic(ir::OpKind::FusedElementwise, Backend::cuda, "cuda"));
   EXPECT_FALSE(has_tactic(ir::OpKind::MatMul, Backend::cpu, "cublaslt_h0"));
   EXPECT_EQ(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0"), nullptr);  // the CPU lookup
   EXPECT_NE(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0", Backend::cuda), nullptr);
@@ -169,13 +191,20 @@ TEST(CudaBackend, PrecisionAndGraphKnobsAreOfferedOnCudaOnly) {
   EXPECT_EQ(def->values, (std::vector<std::string>{"fp32", "tf32", "fp16", "bf16"}));
   ASSERT_NE(space->find("cuda.graphs"), nullptr);
   EXPECT_EQ(space->find("cuda.graphs")->default_value, "on");
+  // Every pass has the CPU's default (fuse_elementwise too, now that FusedElementwise has a CUDA
+  // tactic).
   ASSERT_NE(space->find("pass.fuse_elementwise"), nullptr);
-  EXPECT_EQ(space->find("pass.fuse_elementwise")->default_value, "off");  // no CUDA tactic for FusedElementwise yet
+  EXPECT_EQ(space->find("pass.fuse_elementwise")->default_value, "on");
   EXPECT_EQ(space->find("pass.fuse_attention")->default_value, "on");
   auto cpu = builder::knob_space(mlp(), {});
   ASSERT_TRUE(cpu.is_ok());
   EXPECT_EQ(cpu->find("cuda.graphs"), nullptr);
   EXPECT_EQ(cpu->find("pass.fuse_attention")->default_value, "on");
+  for (const builder::Knob& k : space->knobs())
+    if (k.name.rfind("pass.", 0) == 0) {
+      ASSERT_NE(cpu->find(k.name), nullptr) << k.name;
+      EXPECT_EQ(k.default_value, cpu->find(k.name)->default_value) << k.name;
+    }
   for (const std::string& v : cpu->find("precision.default")->values) EXPECT_TRUE(v != "fp16" && v != "tf32") << v;
   // Bad values name the knob.
   builder::Route r;
@@ -209,6 +238,87 @@ TEST(CudaBackend, Fp16RewriteLetsTheNodesBetweenGemmsFollow) {
   ir::Model c = mlp();
   ASSERT_TRUE(ir::infer_shapes(c).is_ok());
   EXPECT_FALSE(builder::apply_precision(c, choice, nullptr, nullptr, Backend::cpu).is_ok());
+}
+
+// x -> MatMul(W1) = h, x -> MatMul(W3) = g; Tanh(0.5 h) + g -> Relu -> MatMul(W2) -> y: the
+// fuse_elementwise pass makes Mul, Tanh, Add and Relu one FusedElementwise, and in fp16 or bf16 it
+// follows the lowered MatMuls like the unfused ops would (no Cast around it; no device needed).
+TEST(CudaBackend, FusedElementwiseFollowsLowPrecision) {
+  for (const char* low : {"fp16", "bf16"}) {
+    test::ModelBuilder mb(17);
+    mb.input("x", 1, {"3", "16"});
+    test::initializer_random(mb, "w1", {16, 24}, 1);
+    test::initializer_random(mb, "w3", {16, 24}, 3);
+    test::initializer_random(mb, "w2", {24, 8}, 2);
+    mb.initializer("half", {}, {0.5f});
+    mb.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
+    mb.node("MatMul", {"x", "w3"}, {"g"}, "mm3");
+    mb.node("Mul", {"h", "half"}, {"a"}, "mul");
+    mb.node("Tanh", {"a"}, {"b"}, "tanh");
+    mb.node("Add", {"b", "g"}, {"c"}, "add");
+    mb.node("Relu", {"c"}, {"r"}, "relu");
+    mb.node("MatMul", {"r", "w2"}, {"y"}, "mm2");
+    mb.output("y", 1, {});
+    ir::Model m = mb.load().value();
+    ASSERT_TRUE(ir::infer_shapes(m).is_ok());
+    builder::PassContext ctx{m, {}, 1};
+    ASSERT_TRUE(builder::fuse_elementwise(m.graph, ctx).is_ok());
+    ASSERT_EQ(test::count_op(m.graph, "FusedElementwise"), 1) << test::op_list(m.graph);
+    ASSERT_TRUE(ir::infer_shapes(m).is_ok());
+    builder::PrecisionReport rep;
+    ASSERT_TRUE(builder::apply_precision(m, {{"mm1", low}, {"mm2", low}, {"mm3", low}}, nullptr, &rep, Backend::cuda).is_ok());
+    EXPECT_EQ(rep.followed_nodes, 1) << low;  // the FusedElementwise
+    EXPECT_EQ(rep.casts, 2) << low;           // x in, y out
+    const DType want = std::string(low) == "fp16" ? DType::float16 : DType::bfloat16;
+    for (const ir::Node& n : m.graph.nodes) {
+      if (n.op == ir::OpKind::Cast) continue;
+      EXPECT_EQ(m.graph.values[static_cast<size_t>(n.outputs[0])].type.dtype, want) << low << " " << n.name;
+      if (n.op != ir::OpKind::FusedElementwise) continue;
+      for (int v : n.inputs) EXPECT_EQ(m.graph.values[static_cast<size_t>(v)].type.dtype, want) << low << " " << n.name;
+    }
+  }
+}
+
+// The FusedElementwise "cuda" tactic's constraints, host side: fp32, fp16 and bf16, every input
+// of the output's type and X's shape; a chain longer than one launch's links needs a workspace of
+// 4 bytes per element, refused under cuda.workspace_mb like any tactic's.
+TEST(CudaBackend, FusedElementwiseTacticSaysWhatItRefuses) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  const Tactic* t = kernels::find_tactic(ir::OpKind::FusedElementwise, "cuda", Backend::cuda);
+  ASSERT_NE(t, nullptr);
+  auto step = [](const ir::Node& n, std::vector<DType> dts, std::vector<Shape> shapes) {
+    kernels::StepDesc s;
+    s.node = &n;
+    s.in_dtypes = dts;
+    s.in_shapes = shapes;
+    s.constants.assign(dts.size(), nullptr);
+    s.out_dtypes = {dts[0]};
+    s.out_shapes = {shapes[0]};
+    return s;
+  };
+  auto refusal = [&](const kernels::StepDesc& s) {
+    const Status st = t->applies(s);
+    EXPECT_EQ(st.kind(), ErrorKind::not_applicable) << st.to_string();
+    return st.message();
+  };
+  const ir::Node n = chain_node({"Add,x,in1", "Relu"}, 2);
+  for (DType dt : {DType::float32, DType::float16, DType::bfloat16})
+    EXPECT_TRUE(t->applies(step(n, {dt, dt}, {Shape{3, 5}, Shape{3, 5}})).is_ok()) << dtype_name(dt);
+  refusal(step(n, {DType::float64, DType::float64}, {Shape{3, 5}, Shape{3, 5}}));
+  EXPECT_NE(refusal(step(n, {DType::float32, DType::float16}, {Shape{3, 5}, Shape{3, 5}})).find("type"), std::string::npos);
+  EXPECT_NE(refusal(step(n, {DType::float32, DType::float32}, {Shape{3, 5}, Shape{1, 5}})).find("X's shape"), std::string::npos);
+  // 64 links run in one launch, without workspace; 150 in three, through 4 bytes per element.
+  const ir::Node one = chain_node(repeat_links({"Tanh", "Add,x,in1"}, 32), 2);
+  kernels::StepDesc os = step(one, {DType::float16, DType::float16}, {Shape{1000}, Shape{1000}});
+  os.workspace_limit = 0;
+  EXPECT_TRUE(t->applies(os).is_ok()) << t->applies(os).to_string();
+  const ir::Node three = chain_node(repeat_links({"Tanh", "Add,x,in1", "Mul,c0.5,x"}, 50), 2);
+  kernels::StepDesc ts = step(three, {DType::float16, DType::float16}, {Shape{1000}, Shape{1000}});
+  EXPECT_TRUE(t->applies(ts).is_ok()) << t->applies(ts).to_string();
+  ts.workspace_limit = 3999;
+  EXPECT_NE(refusal(ts).find("cuda.workspace_mb"), std::string::npos);
+  ts.workspace_limit = 4000;
+  EXPECT_TRUE(t->applies(ts).is_ok()) << t->applies(ts).to_string();
 }
 
 // The CUDA knob space of each zoo model prepares the graph in fp32, bf16 and fp16 (the rewrite,
@@ -732,6 +842,137 @@ TEST(CudaTactics, HalfPrecisionTactics) {
             1);
 }
 
+// FusedElementwise chains of every link kind, tensor operands and constants on either side,
+// against the reference (float64, rounded once). fp32: a few ulp per link; fp16 / bf16 (fp32
+// arithmetic, rounded once): about one unit in the last place. Sizes: one element, odd counts
+// (16-byte groups, then a tail one element at a time), several blocks. Chains of 64 links (one
+// launch), 65 and 150 (two and three, through the fp32 workspace). NaN stays NaN through Relu,
+// Max and Min, as in the reference.
+TEST(CudaTactics, FusedElementwiseChains) {
+  REQUIRE_DEVICE();
+  struct Program {
+    std::vector<std::string> ops;
+    size_t inputs;
+  };
+  const std::vector<Program> programs = {
+      {{"Sub,x,in1", "Mul,c0.5,x", "Sigmoid", "Mul,x,in0"}, 2},
+      {{"Add,x,in1", "Relu", "Div,x,c3", "Tanh", "Min,x,c0.25", "Max,in2,x"}, 3},
+      {{"Abs", "Sqrt", "Reciprocal", "Neg", "Exp", "Erf", "Sub,c1,x", "Max,in1,x"}, 2},
+      {{"Neg", "Exp", "Add,c1,x", "Div,in1,x", "Mul,x,in2", "Sub,in2,x", "Min,in1,x"}, 3},
+      {repeat_links({"Tanh", "Add,x,in1"}, 32), 2},
+      {repeat_links({"Tanh", "Add,x,in1", "Mul,c0.5,x"}, 21, {"Neg", "Abs"}), 2},
+      {repeat_links({"Tanh", "Add,x,in1", "Mul,c0.5,x"}, 50), 2},
+  };
+  uint64_t seed = 200;
+  for (DType dt : {DType::float32, DType::float16, DType::bfloat16}) {
+    const double rtol = dt == DType::float32 ? 1e-5 : 0, atol = dt == DType::float32 ? 1e-6 : dt == DType::float16 ? 3e-3 : 2e-2;
+    for (const Program& p : programs)
+      for (const Shape& shape : {Shape{1}, Shape{7}, Shape{3, 5}, Shape{2, 3, 1001}, Shape{4096}, Shape{65541}}) {
+        std::vector<Tensor> ins;
+        for (size_t i = 0; i < p.inputs; ++i) ins.push_back(random_tensor(dt, shape, seed++));
+        EXPECT_EQ(expect_cuda_tactics(chain_node(p.ops, p.inputs), ins, std::vector<bool>(p.inputs, false), rtol, atol, "cuda"), 1)
+            << dtype_name(dt) << " " << p.ops.size() << " links from " << p.ops[0] << " " << shape_to_string(shape);
+      }
+    // NaN in X (through Relu) and in the Max operand.
+    Tensor x = random_tensor(dt, {5, 13}, seed++), o = random_tensor(dt, {5, 13}, seed++);
+    for (int64_t i : {0, 7, 30}) x.set_f64(i, NAN);
+    for (int64_t i : {3, 30, 50}) o.set_f64(i, NAN);
+    const ir::Node nan_chain = chain_node({"Relu", "Max,x,in1", "Mul,x,c2", "Min,c0.5,x", "Add,x,c1"}, 2);
+    kernels::TacticCheck r = check_tactic(*kernels::find_tactic(ir::OpKind::FusedElementwise, "cuda", Backend::cuda), nan_chain,
+                                          {x, o}, {false, false});
+    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const bool nan = i == 0 || i == 7 || i == 30 || i == 3 || i == 50;
+      EXPECT_EQ(std::isnan(r.expected[0].get_f64(i)), nan) << "reference [" << i << "]";
+      EXPECT_EQ(std::isnan(r.outputs[0].get_f64(i)), nan) << dtype_name(dt) << " [" << i << "]";
+    }
+  }
+}
+
+// The FusedElementwise kernel on buffers as an engine may hand them: y over X (memory.inplace:
+// the chain reads X again in later links, and a three-launch chain reads it after the workspace
+// launches), and pointers off 16-byte alignment (views at odd element offsets: one element at a
+// time), aligned or not, in place or not, against the reference.
+TEST(CudaTactics, FusedElementwiseInPlaceAndUnaligned) {
+  REQUIRE_DEVICE();
+  const Tactic* t = kernels::find_tactic(ir::OpKind::FusedElementwise, "cuda", Backend::cuda);
+  ASSERT_NE(t, nullptr);
+  // `ins` placed offsets[i] elements into device buffers of their own; y at out_offset in another,
+  // or over input 0 (out_offset < 0). Returns y.
+  auto run_at = [&](const ir::Node& n, const std::vector<Tensor>& ins, const std::vector<int64_t>& offsets,
+                    int64_t out_offset) -> Result<Tensor> {
+    kernels::StepDesc s;
+    s.node = &n;
+    for (const Tensor& x : ins) {
+      s.in_dtypes.push_back(x.dtype());
+      s.in_shapes.push_back(x.shape());
+      s.constants.push_back(nullptr);
+    }
+    s.out_dtypes = {ins[0].dtype()};
+    s.out_shapes = {ins[0].shape()};
+    TAC_RETURN_IF_ERROR(t->applies(s));
+    TAC_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Kernel> k, t->prepare(s));
+    const size_t es = dtype_size(ins[0].dtype());
+    std::vector<cuda::DeviceBuffer> bufs;
+    std::vector<kernels::TensorView> in, out;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(ins[i].bytes() + static_cast<size_t>(offsets[i]) * es));
+      void* at = static_cast<std::byte*>(b.get()) + offsets[i] * static_cast<int64_t>(es);
+      TAC_RETURN_IF_ERROR(cuda::copy_to_device(at, ins[i].raw(), ins[i].bytes()));
+      in.push_back({at, ins[i].dtype(), ins[i].shape()});
+      bufs.push_back(std::move(b));
+    }
+    if (out_offset < 0) {
+      out.push_back(in[0]);
+    } else {
+      const size_t bytes = ins[0].bytes() + static_cast<size_t>(out_offset) * es;
+      TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(bytes));
+      TAC_RETURN_IF_ERROR(cuda::fill_bytes(b.get(), 0x7f, bytes));
+      out.push_back({static_cast<std::byte*>(b.get()) + out_offset * static_cast<int64_t>(es), ins[0].dtype(), ins[0].shape()});
+      bufs.push_back(std::move(b));
+    }
+    TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer ws, cuda::DeviceBuffer::allocate(k->workspace_bytes()));
+    TAC_RETURN_IF_ERROR(k->run(in, out, ws.get()));
+    Tensor y = Tensor::create(ins[0].dtype(), ins[0].shape()).value();
+    TAC_RETURN_IF_ERROR(cuda::copy_to_host(y.raw(), out[0].data, y.bytes()));
+    TAC_RETURN_IF_ERROR(cuda::synchronize());
+    return y;
+  };
+  const std::vector<std::vector<std::string>> programs = {
+      {"Mul,x,c1.5", "Sub,x,in1", "Add,in0,x", "Relu", "Mul,x,in0"},
+      repeat_links({"Tanh", "Add,x,in1", "Mul,c0.5,x"}, 49, {"Mul,x,in0", "Add,x,in1", "Sub,in0,x"}),
+  };
+  // {offset of X, offset of in1, offset of y (-1: over X)}
+  const std::vector<std::array<int64_t, 3>> placements = {{0, 0, -1}, {0, 0, 0}, {1, 0, 0}, {0, 3, 1}, {1, 1, -1}, {0, 0, 5}};
+  uint64_t seed = 300;
+  for (DType dt : {DType::float32, DType::float16, DType::bfloat16}) {
+    const double rtol = dt == DType::float32 ? 1e-5 : 0, atol = dt == DType::float32 ? 1e-6 : dt == DType::float16 ? 3e-3 : 2e-2;
+    for (const auto& prog : programs)
+      for (const Shape& shape : {Shape{1}, Shape{7}, Shape{3, 37}, Shape{4099}}) {
+        const ir::Node n = chain_node(prog, 2);
+        const std::vector<Tensor> ins = {random_tensor(dt, shape, seed), random_tensor(dt, shape, seed + 1)};
+        seed += 2;
+        kernels::TacticCheck ref = check_tactic(*t, n, ins, {false, false});
+        ASSERT_TRUE(ref.status.is_ok()) << ref.status.to_string();
+        for (const auto& [ox, o1, oy] : placements) {
+          const std::string where = std::string(dtype_name(dt)) + " " + std::to_string(prog.size()) + " links " +
+                                    shape_to_string(shape) + " offsets " + std::to_string(ox) + "," + std::to_string(o1) +
+                                    (oy < 0 ? " in place" : " y at " + std::to_string(oy));
+          auto got = run_at(n, ins, {ox, o1}, oy);
+          ASSERT_TRUE(got.is_ok()) << where << ": " << got.status().to_string();
+          int bad = 0;
+          for (int64_t i = 0; i < got->numel() && bad < 3; ++i) {
+            const double want = ref.expected[0].get_f64(i), g = got->get_f64(i);
+            if (!(std::fabs(g - want) <= atol * (1 + std::fabs(want)) + rtol * std::fabs(want))) {
+              ++bad;
+              ADD_FAILURE() << where << " [" << i << "]: got " << g << " want " << want;
+            }
+          }
+        }
+      }
+  }
+}
+
 TEST(CudaTactics, HostReferenceRunsAnyOp) {
   REQUIRE_DEVICE();
   ir::Node n = make_node("ReduceMean", 1, 1, 13);
@@ -911,6 +1152,61 @@ TEST(CudaEngine, LowPrecisionGraphsAndDeviceTiming) {
       ASSERT_TRUE(lat.is_ok()) << lat.status().to_string();
       EXPECT_GT(lat->median_ms, 0);
     }
+  }
+}
+
+// x -> MatMul(W) = h -> Softmax = s; Sub(s, m) -> Mul(., 0.5) -> Sigmoid -> Mul(., h) -> Softmax
+// -> y. On CUDA the default route fuses the four links into one FusedElementwise that the "cuda"
+// tactic runs, over s's buffer (s dies there; memory.inplace=off gives it its own); in fp16 it
+// follows the MatMul. Every route matches the reference, pass.fuse_elementwise=off too.
+TEST(CudaEngine, FusedElementwiseIsOnByDefault) {
+  REQUIRE_DEVICE();
+  test::ModelBuilder mb(17);
+  mb.input("x", 1, {"6", "32"});
+  mb.input("m", 1, {"6", "40"});
+  test::initializer_random(mb, "w", {32, 40}, 1, 0.3f);
+  mb.initializer("half", {}, {0.5f});
+  mb.node("MatMul", {"x", "w"}, {"h"}, "mm");
+  mb.node("Softmax", {"h"}, {"s"}, "softmax_in");
+  mb.node("Sub", {"s", "m"}, {"a"}, "sub");
+  mb.node("Mul", {"a", "half"}, {"b"}, "mul");
+  mb.node("Sigmoid", {"b"}, {"c"}, "sig");
+  mb.node("Mul", {"c", "h"}, {"d"}, "gate");
+  mb.node("Softmax", {"d"}, {"y"}, "softmax_out");
+  mb.output("y", 1, {});
+  ir::Model m = mb.load().value();
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  for (const char* route : {"", "memory.inplace=off", "precision.default=fp16", "precision.default=bf16",
+                            "pass.fuse_elementwise=off"}) {
+    auto e = test::build_engine(m, route, opts);
+    ASSERT_TRUE(e.is_ok()) << route << ": " << e.status().to_string();
+    const builder::Plan& p = (*e)->plan();
+    const bool fused = std::string(route) != "pass.fuse_elementwise=off";
+    int chains = 0;
+    for (const builder::PlanStep& st : p.steps) {
+      const ir::Node& n = p.model.graph.nodes[static_cast<size_t>(st.node)];
+      EXPECT_EQ(st.tactic->backend, Backend::cuda) << route << ": " << n.name;
+      if (n.op != ir::OpKind::FusedElementwise) continue;
+      ++chains;
+      EXPECT_STREQ(st.tactic->name, "cuda") << route;
+      EXPECT_EQ(n.attr("ops")->strings.size(), 4u) << route;
+      EXPECT_EQ(st.in_place, std::string(route) != "memory.inplace=off") << route;
+      const DType want = std::string(route).find("fp16") != std::string::npos   ? DType::float16
+                         : std::string(route).find("bf16") != std::string::npos ? DType::bfloat16
+                                                                                 : DType::float32;
+      EXPECT_EQ(p.values[static_cast<size_t>(st.outputs[0])].dtype, want) << route;
+    }
+    EXPECT_EQ(chains, fused ? 1 : 0) << route << ": " << test::op_list(p.model.graph);
+    auto in = test::random_inputs(**e, 54);
+    auto got = (*e)->run(in);
+    ASSERT_TRUE(got.is_ok()) << route << ": " << got.status().to_string();
+    auto want = test::reference_outputs(m, in);
+    ASSERT_TRUE(want.is_ok());
+    const double tol = std::string(route).find("bf16") != std::string::npos   ? 5e-2
+                       : std::string(route).find("fp16") != std::string::npos ? 1e-2
+                                                                               : 1e-5;
+    EXPECT_EQ(test::compare_outputs(*got, *want, tol, tol), "") << route;
   }
 }
 

@@ -99,6 +99,40 @@ TEST(BuilderPasses, FuseElementwiseMakesOneNodeAndMatchesTheReference) {
   }
 }
 
+// x -> Softmax = s -> [Sub(., m) -> Mul(., 0.5) -> Sigmoid -> Mul(., s)] -> Softmax -> y: the
+// FusedElementwise writes over s, which dies there (memory.inplace), although a later link reads s
+// again (element i before element i is written); memory.inplace=off gives it a buffer of its own.
+TEST(BuilderMemory, FusedElementwiseWritesOverItsDyingInput) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"4", "301"});
+  m.input("m", 1, {"4", "301"});
+  m.initializer("half", {}, {0.5f});
+  m.node("Softmax", {"x"}, {"s"}, "softmax_in");
+  m.node("Sub", {"s", "m"}, {"a"}, "sub");
+  m.node("Mul", {"a", "half"}, {"b"}, "mul");
+  m.node("Sigmoid", {"b"}, {"c"}, "sig");
+  m.node("Mul", {"c", "s"}, {"d"}, "gate");
+  m.node("Softmax", {"d"}, {"y"}, "softmax_out");
+  m.output("y", 1, {});
+  auto model = m.load();
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  for (const char* route : {"", "memory.inplace=off", "tactic.gate=reference"}) {
+    auto e = test::build_engine(*model, route);
+    ASSERT_TRUE(e.is_ok()) << route << ": " << e.status().to_string();
+    const builder::Plan& p = (*e)->plan();
+    int chains = 0;
+    for (const builder::PlanStep& st : p.steps) {
+      if (p.model.graph.nodes[static_cast<size_t>(st.node)].op != ir::OpKind::FusedElementwise) continue;
+      ++chains;
+      EXPECT_EQ(st.in_place, std::string(route) != "memory.inplace=off") << route;
+      const builder::PlanValue &s = p.values[static_cast<size_t>(st.inputs[0])], &y = p.values[static_cast<size_t>(st.outputs[0])];
+      EXPECT_EQ(s.offset == y.offset, st.in_place) << route;
+    }
+    EXPECT_EQ(chains, 1) << route << ": " << test::op_list(p.model.graph);
+    EXPECT_EQ(test::mismatch_vs_reference(**e, *model, 5, 1e-6, 1e-5), "") << route;
+  }
+}
+
 TEST(BuilderPasses, ElementwiseChainStopsAtBroadcastsAndSharedValues) {
   ModelBuilder m(17);
   m.input("x", 1, {"4", "8"});
