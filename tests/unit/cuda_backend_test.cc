@@ -627,57 +627,88 @@ TEST(CudaTactics, CudnnConvolutions) {
 }
 
 
-// The v9 graph API's engine configurations (cudnn_graph_h*): the whole FusedConv (bias, residual,
-// activation) as one operation graph, fp32 nchw with asymmetric pads and Clip, fp16 and bf16 nhwc
-// (tensor-core engines) with bias, residual and ReLU. Each configuration that applies must match
-// the reference; at least one must apply to each case.
+// The v9 graph API's engine configurations (cudnn_graph_h*): the whole Conv / FusedConv (bias,
+// residual, activation) as one operation graph. Each configuration that applies must match the
+// reference. At least one must apply to a plain fp32 nchw convolution and to fp16 / bf16 nhwc
+// convolution + bias + residual + ReLU (tensor-core runtime fusion); for the other cases cuDNN
+// may have no engine (its runtime fusion engines want tensor cores and channels-last), and the
+// test prints what cuDNN said.
 TEST(CudaTactics, CudnnGraphEngines) {
   REQUIRE_DEVICE();
-  auto graph_tactics = [](const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask, double tol,
-                          const std::vector<ir::Layout>& in_layouts, ir::Layout out_layout) {
+  struct Case {
+    std::string what;
+    ir::Node node;
+    std::vector<Tensor> in;
+    double tol;
+    std::vector<ir::Layout> in_layouts;
+    ir::Layout out_layout;
+    bool must_apply;
+  };
+  auto conv = [](const char* act, std::vector<int64_t> pads, int inputs, const char* math = nullptr) {
+    ir::Node n = make_node(inputs == 2 ? "Conv" : "FusedConv", inputs, 1);
+    if (inputs != 2) n.domain = "tactician";
+    set_attr(n, "pads", pads);
+    if (act) set_attr(n, "activation", std::string(act));
+    if (act && std::string(act) == "Clip") set_attr(n, "act_alpha", 0.0f), set_attr(n, "act_beta", 2.0f);
+    if (math) set_attr(n, "tac_math", std::string(math));
+    return n;
+  };
+  const std::vector<ir::Layout> nhwc4{ir::Layout::nhwc, ir::Layout::nchw, ir::Layout::nchw, ir::Layout::nhwc};
+  auto inputs = [](DType dt, bool fused, uint64_t seed) {
+    std::vector<Tensor> in{random_tensor(dt, {2, 16, 12, 10}, seed), random_tensor(dt, {32, 16, 3, 3}, seed + 1)};
+    if (fused) in.push_back(random_tensor(DType::float32, {32}, seed + 2)), in.push_back(random_tensor(dt, {2, 32, 12, 10}, seed + 3));
+    return in;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"fp32 nchw Conv", conv(nullptr, {1, 1, 1, 1}, 2), inputs(DType::float32, false, 140), 1e-4, {}, ir::Layout::nchw, true});
+  // Output 2 x 6 x (10+1+2-3+1) x (9+0+1-3+1) = [2, 6, 11, 8].
+  cases.push_back({"fp32 nchw asymmetric pads + bias + residual + Clip", conv("Clip", {1, 0, 2, 1}, 4),
+                   {random_tensor(DType::float32, {2, 4, 10, 9}, 150), random_tensor(DType::float32, {6, 4, 3, 3}, 151),
+                    random_tensor(DType::float32, {6}, 152), random_tensor(DType::float32, {2, 6, 11, 8}, 153)},
+                   1e-4, {}, ir::Layout::nchw, false});
+  cases.push_back({"tf32 nhwc bias + residual + Relu", conv("Relu", {1, 1, 1, 1}, 4, "tf32"), inputs(DType::float32, true, 160),
+                   1e-2, nhwc4, ir::Layout::nhwc, false});  // tf32 operands: fp16's 10-bit mantissa, fp16's bound
+  for (DType dt : {DType::float16, DType::bfloat16})
+    cases.push_back({std::string(dtype_name(dt)) + " nhwc bias + residual + Relu", conv("Relu", {1, 1, 1, 1}, 4),
+                     inputs(dt, true, 170), dt == DType::float16 ? 1e-2 : 6e-2, nhwc4, ir::Layout::nhwc, true});
+  // Output 2 x 32 x (12+0+2-3+1) x (10+1+1-3+1) = [2, 32, 12, 10].
+  cases.push_back({"fp16 nhwc asymmetric pads + bias + residual + Clip", conv("Clip", {0, 1, 2, 1}, 4),
+                   {random_tensor(DType::float16, {2, 16, 12, 10}, 180), random_tensor(DType::float16, {32, 16, 3, 3}, 181),
+                    random_tensor(DType::float32, {32}, 182), random_tensor(DType::float16, {2, 32, 12, 10}, 183)},
+                   1e-2, nhwc4, ir::Layout::nhwc, false});
+  for (const char* act : {"Sigmoid", "Tanh", "Gelu", "Silu", "LeakyRelu"})
+    cases.push_back({std::string("fp16 nhwc bias + residual + ") + act, conv(act, {1, 1, 1, 1}, 4), inputs(DType::float16, true, 190),
+                     1e-2, nhwc4, ir::Layout::nhwc, false});
+  for (Case& c : cases) {
     int applied = 0;
-    for (const Tactic* t : tactics_for(n.op, Backend::cuda)) {
+    std::string reasons;
+    for (const Tactic* t : tactics_for(c.node.op, Backend::cuda)) {
       if (std::string(t->name).rfind("cudnn_graph_h", 0) != 0) continue;
-      kernels::TacticCheck r = check_tactic(*t, n, in, cmask, 1, in_layouts, out_layout);
-      if (r.status.kind() == ErrorKind::not_applicable) continue;
-      EXPECT_TRUE(r.status.is_ok()) << t->name << ": " << r.status.to_string();
+      const std::vector<bool> cmask{false, true, true, false};
+      kernels::TacticCheck r = check_tactic(*t, c.node, c.in, std::vector<bool>(cmask.begin(), cmask.begin() + c.in.size()), 1,
+                                            c.in_layouts.empty() ? c.in_layouts
+                                                                 : std::vector<ir::Layout>(c.in_layouts.begin(),
+                                                                                           c.in_layouts.begin() + c.in.size()),
+                                            c.out_layout);
+      if (r.status.kind() == ErrorKind::not_applicable) {
+        reasons += std::string("\n  ") + t->name + ": " + r.status.message();
+        continue;
+      }
+      EXPECT_TRUE(r.status.is_ok()) << c.what << ", " << t->name << ": " << r.status.to_string();
       if (!r.status) continue;
       ++applied;
       for (int64_t i = 0, bad = 0; i < r.expected[0].numel() && bad < 3; ++i) {
         const double want = r.expected[0].get_f64(i), got = r.outputs[0].get_f64(i);
-        if (!(std::fabs(got - want) <= tol * (1 + std::fabs(want)))) {
+        if (!(std::fabs(got - want) <= c.tol * (1 + std::fabs(want)))) {
           ++bad;
-          ADD_FAILURE() << t->name << " out[" << i << "]: got " << got << " want " << want;
+          ADD_FAILURE() << c.what << ", " << t->name << " out[" << i << "]: got " << got << " want " << want;
         }
       }
     }
-    return applied;
-  };
-  ir::Node f = make_node("FusedConv", 4, 1);
-  f.domain = "tactician";
-  set_attr(f, "pads", std::vector<int64_t>{1, 0, 2, 1});
-  set_attr(f, "activation", std::string("Clip"));
-  set_attr(f, "act_alpha", 0.0f);
-  set_attr(f, "act_beta", 2.0f);
-  // Output 2 x 6 x (10+1+2-3+1) x (9+0+1-3+1) = [2, 6, 11, 8].
-  EXPECT_GE(graph_tactics(f,
-                          {random_tensor(DType::float32, {2, 4, 10, 9}, 140), random_tensor(DType::float32, {6, 4, 3, 3}, 141),
-                           random_tensor(DType::float32, {6}, 142), random_tensor(DType::float32, {2, 6, 11, 8}, 143)},
-                          {false, true, true, false}, 1e-4, {}, ir::Layout::nchw),
-            1)
-      << "fp32 nchw";
-  for (DType dt : {DType::float16, DType::bfloat16}) {
-    ir::Node r = make_node("FusedConv", 4, 1);
-    r.domain = "tactician";
-    set_attr(r, "pads", std::vector<int64_t>{1, 1, 1, 1});
-    set_attr(r, "activation", std::string("Relu"));
-    EXPECT_GE(graph_tactics(r,
-                            {random_tensor(dt, {2, 16, 12, 10}, 144), random_tensor(dt, {32, 16, 3, 3}, 145),
-                             random_tensor(DType::float32, {32}, 146), random_tensor(dt, {2, 32, 12, 10}, 147)},
-                            {false, true, true, false}, dt == DType::float16 ? 1e-2 : 6e-2,
-                            {ir::Layout::nhwc, ir::Layout::nchw, ir::Layout::nchw, ir::Layout::nhwc}, ir::Layout::nhwc),
-              1)
-        << dtype_name(dt) << " nhwc";
+    std::printf("cudnn graph, %s: %d configurations apply%s\n", c.what.c_str(), applied, reasons.c_str());
+    if (c.must_apply) {
+      EXPECT_GE(applied, 1) << c.what << reasons;
+    }
   }
 }
 
