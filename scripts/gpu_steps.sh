@@ -15,7 +15,8 @@
 #   pin:MODEL:BATCH:TACTICS          per tactic of TACTICS (',' separated): every node that offers it pinned to it
 #                                   (fp16 default route otherwise), `bench` end to end and the median duration of
 #                                   the kernels named *attention* under Nsight Compute -> OUT/pins.txt
-#   pinbench:MODEL:BATCH:TACTICS     as pin:, `bench` end to end only (no Nsight Compute) -> OUT/pins.txt
+#   pinbench:MODEL:BATCH:TACTICS[:NODES]  as pin:, `bench` end to end only (no Nsight Compute); NODES: a
+#                                   regex the pinned knobs' node names must match -> OUT/pins.txt
 #   unit                            the CUDA unit tests (scripts/gpu_check.sh --unit)
 #   check:NAME[:ROUTE:RTOL:ATOL]     `check` of every DEVPACK zoo model on CUDA (route spaces as '+')
 #                                   -> OUT/check-NAME/summary.txt
@@ -73,15 +74,16 @@ for s in "$@"; do
           "${run[@]}" > "$out/ncutimes-$m-b$b.csv" 2>&1
       fi ;;
     pin:*|pinbench:*)
-      IFS=: read -r kind m b tacs <<< "$s"
+      IFS=: read -r kind m b tacs nodes <<< "$s"
       model=$mdir/$m/model.onnx
       tactician knobs "$model" --backend cuda --dim batch=$b --json > /tmp/knobs-$m-$b.json 2>> "$out/pins.txt"
       for tac in ${tacs//,/ }; do
-        route="precision.default=fp16 $(python3 -c 'import json, sys
-t = sys.argv[2]
-print(" ".join(k["name"] + "=" + t for k in json.load(open(sys.argv[1])) if k["name"].startswith("tactic.") and t in k["values"]))' /tmp/knobs-$m-$b.json $tac)"
+        route="precision.default=fp16 $(python3 -c 'import json, re, sys
+t, rx = sys.argv[2], sys.argv[3]
+print(" ".join(k["name"] + "=" + t for k in json.load(open(sys.argv[1]))
+               if k["name"].startswith("tactic.") and t in k["values"] and re.search(rx, k["name"])))' /tmp/knobs-$m-$b.json $tac "${nodes:-.}")"
         r=$(timeout 120 tactician bench "$model" --backend cuda --route "$route" --dim batch=$b --min-seconds 1 --json 2>&1 | tail -1)
-        [ "$kind" = pinbench ] && { echo "$m b$b $tac: bench $r" >> "$out/pins.txt"; continue; }
+        [ "$kind" = pinbench ] && { echo "$m b$b $tac${nodes:+ on $nodes}: bench $r" >> "$out/pins.txt"; continue; }
         k=$(timeout 200 "$ncu_bin" --clock-control none --cache-control none --kernel-name regex:attention \
               --metrics gpu__time_duration.sum --csv tactician run "$model" --backend cuda --route "$route" --random-inputs \
               --dim batch=$b 2>&1 | python3 -c 'import csv, statistics, sys
