@@ -17,7 +17,7 @@ std::vector<const Tactic*> tactics_for(ir::OpKind op, Backend backend, bool plan
   std::vector<const Tactic*> out;
   // Explicit list of the CUDA family tables; the host fallback goes last.
   for (std::span<const Tactic> table :
-       {cuda_gemm_tactics(), cuda_conv_tactics(), cuda_elementwise_tactics(), cuda_attention_tactics(), cuda_chain_tactics(),
+       {cuda_gemm_tactics(), cuda_graph_matmul_tactics(), cuda_conv_tactics(), cuda_elementwise_tactics(), cuda_attention_tactics(), cuda_chain_tactics(),
         cuda_reference_tactics()})
     for (const Tactic& t : table)
       if (t.op == op) out.push_back(&t);
@@ -56,6 +56,7 @@ const Tactic* find_tactic(ir::OpKind op, const std::string& name) { return find_
 #if !TAC_HAS_CUDA
 // A build without CUDA: the CUDA tables are empty (their sources are not compiled).
 std::span<const Tactic> cuda_gemm_tactics() { return {}; }
+std::span<const Tactic> cuda_graph_matmul_tactics() { return {}; }
 std::span<const Tactic> cuda_conv_tactics() { return {}; }
 std::span<const Tactic> cuda_elementwise_tactics() { return {}; }
 std::span<const Tactic> cuda_attention_tactics() { return {}; }

@@ -140,6 +140,7 @@ std::span<const Tactic> layout_tactics();  // Reformat, and pooling / elementwis
 std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
 // CUDA tables (empty spans in a build without CUDA): src/kernels/<family>/cuda_*.cc.
 std::span<const Tactic> cuda_gemm_tactics();         // cuBLASLt
+std::span<const Tactic> cuda_graph_matmul_tactics();  // cuDNN graph API: matmul + bias + activation
 std::span<const Tactic> cuda_conv_tactics();         // cuDNN
 std::span<const Tactic> cuda_attention_tactics();    // FusedAttention, own kernel
 std::span<const Tactic> cuda_chain_tactics();        // FusedElementwise, own kernel

@@ -712,6 +712,45 @@ TEST(CudaTactics, CudnnGraphEngines) {
   }
 }
 
+// cudnn_graph_mm_h*: MatMul / FusedMatMul as one cuDNN operation graph (matmul + bias +
+// activation), fp16 and bf16, the erf GELU of BERT's FFN and other activations cuBLASLt's
+// epilogue lacks, a strided batch and a broadcast B. Each configuration that applies must match
+// the reference; at least one must apply to bias + GELU (the case the tactic is for).
+TEST(CudaTactics, CudnnGraphMatmul) {
+  REQUIRE_DEVICE();
+  for (DType dt : {DType::float16, DType::bfloat16}) {
+    const double tol = dt == DType::float16 ? 3e-3 : 2e-2;
+    for (const char* act : {"Gelu", "Silu", "Sigmoid", "Tanh", "Relu", ""}) {
+      ir::Node f = make_node("FusedMatMul", 3, 1);
+      f.domain = "tactician";
+      if (*act) set_attr(f, "activation", std::string(act));
+      int applied = 0;
+      std::string reasons;
+      const std::vector<Tensor> in{random_tensor(dt, {2, 64, 96}, 300), random_tensor(dt, {96, 128}, 301),
+                                   random_tensor(DType::float32, {128}, 302)};
+      for (const Tactic* t : tactics_for(f.op, Backend::cuda)) {
+        if (std::string(t->name).rfind("cudnn_graph_mm_h", 0) != 0) continue;
+        const int n = expect_cuda_tactics(f, in, {false, true, true}, 0, tol, t->name);
+        if (n == 0) reasons += std::string("\n  ") + t->name + ": " + check_tactic(*t, f, in, {false, true, true}).status.message();
+        applied += n;
+      }
+      std::printf("cudnn graph matmul, %s bias + %s: %d configurations apply%s\n", dtype_name(dt).c_str(), *act ? act : "nothing",
+                  applied, reasons.c_str());
+      if (std::string(act) == "Gelu") {
+        EXPECT_GE(applied, 1) << dtype_name(dt) << reasons;
+      }
+    }
+    // A batched A times a batched B (no broadcast), plain MatMul.
+    ir::Node mm = make_node("MatMul", 2, 1);
+    int applied = 0;
+    for (const Tactic* t : tactics_for(mm.op, Backend::cuda))
+      if (std::string(t->name).rfind("cudnn_graph_mm_h", 0) == 0)
+        applied += expect_cuda_tactics(mm, {random_tensor(dt, {3, 32, 64}, 310), random_tensor(dt, {3, 64, 48}, 311)}, {false, false}, 0,
+                                       tol, t->name);
+    std::printf("cudnn graph matmul, %s batched MatMul: %d configurations apply\n", dtype_name(dt).c_str(), applied);
+  }
+}
+
 // Cast, Slice, DepthToSpace, SpaceToDepth: exact.
 TEST(CudaTactics, CastSliceDepthToSpace) {
   REQUIRE_DEVICE();

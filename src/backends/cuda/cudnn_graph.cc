@@ -6,7 +6,10 @@
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <set>
 
 namespace tac::cuda::dnn {
@@ -127,6 +130,31 @@ void Graph::conv(int64_t x, int64_t w, int64_t y, const std::vector<int64_t>& pr
     TAC_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
     TAC_RETURN_IF_ERROR(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
     TAC_RETURN_IF_ERROR(op.finalize("convolution forward"));
+    return op;
+  };
+  keep(make_op(), ops_);
+}
+
+void Graph::matmul(int64_t a, int64_t b, int64_t y) {
+  const Desc *da = find(a), *db = find(b), *dy = find(y);
+  if (!da || !db || !dy) return;
+  auto make_mm = [&]() -> Result<Desc> {
+    TAC_ASSIGN_OR_RETURN(Desc m, Desc::create(CUDNN_BACKEND_MATMUL_DESCRIPTOR));
+    const cudnnDataType_t acc = CUDNN_DATA_FLOAT;
+    TAC_RETURN_IF_ERROR(m.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &acc));
+    TAC_RETURN_IF_ERROR(m.finalize("matmul"));
+    return m;
+  };
+  keep(make_mm(), others_);
+  if (!error_.is_ok()) return;
+  const Desc& md = others_.back();
+  auto make_op = [&]() -> Result<Desc> {
+    TAC_ASSIGN_OR_RETURN(Desc op, Desc::create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
+    TAC_RETURN_IF_ERROR(op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, *da));
+    TAC_RETURN_IF_ERROR(op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, *db));
+    TAC_RETURN_IF_ERROR(op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, *dy));
+    TAC_RETURN_IF_ERROR(op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, md));
+    TAC_RETURN_IF_ERROR(op.finalize("matmul operation"));
     return op;
   };
   keep(make_op(), ops_);
@@ -293,6 +321,81 @@ Status Call::run(cudnnHandle_t h, const Plan& plan, const std::vector<int64_t>& 
   if (cudnnStatus_t st = cudnnBackendExecute(h, plan.plan_.get(), pack_.get()); st != CUDNN_STATUS_SUCCESS)
     return fail(st, "execute (engine " + std::to_string(plan.engine_) + ")");
   return Status::ok();
+}
+
+Result<std::pair<cudnnPointwiseMode_t, PointwiseParams>> pointwise_of(const ir::Epilogue& ep) {
+  using A = ir::Epilogue::Act;
+  PointwiseParams p;
+  switch (ep.act) {
+    case A::relu: return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
+    case A::clip:
+      // Clip's open ends as the largest finite floats (fp32 math: cuDNN's frontend clamps so too).
+      p.relu_lower = std::max<double>(ep.alpha, -FLT_MAX), p.relu_upper = std::min<double>(ep.beta, FLT_MAX);
+      p.has_upper = true;
+      return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
+    case A::leaky_relu:
+      p.relu_slope = ep.alpha, p.has_slope = true;
+      return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
+    case A::sigmoid: return std::make_pair(CUDNN_POINTWISE_SIGMOID_FWD, p);
+    case A::tanh: return std::make_pair(CUDNN_POINTWISE_TANH_FWD, p);
+    case A::gelu: return std::make_pair(CUDNN_POINTWISE_GELU_FWD, p);  // erf GELU (GELU_APPROX_TANH_FWD is the other)
+    case A::silu: return std::make_pair(CUDNN_POINTWISE_SWISH_FWD, p);  // x * sigmoid(beta x), beta 1
+    case A::none:
+    case A::hard_sigmoid: break;
+  }
+  return Status(ErrorKind::not_applicable, "no cuDNN pointwise mode for this activation");
+}
+
+namespace {
+std::mutex cache_mu;
+}  // namespace
+
+Cached* cached(const std::string& key, const std::function<Status(Cached&, cudnnHandle_t)>& build) {
+  static std::map<std::string, std::unique_ptr<Cached>> cache;
+  Context* ctx = context_if_available();
+  if (!ctx) return nullptr;
+  std::lock_guard<std::mutex> lock(cache_mu);
+  auto [it, fresh] = cache.emplace(key, nullptr);
+  if (fresh) {
+    it->second = std::make_unique<Cached>();
+    Cached& c = *it->second;
+    c.status = build(c, ctx->dnn);
+    c.plans.resize(c.g.configs());
+    c.plan_status.resize(c.g.configs());
+    c.tried.resize(c.g.configs());
+  }
+  return it->second.get();
+}
+
+Status config_applies(const Cached& c, int r) {
+  if (!c.status.is_ok()) return Status(ErrorKind::not_applicable, c.status.message());
+  if (r >= static_cast<int>(c.g.configs()))
+    return Status(ErrorKind::not_applicable,
+                  "cuDNN's heuristic proposes " + std::to_string(c.g.configs()) + " engine configurations for this graph");
+  std::lock_guard<std::mutex> lock(cache_mu);
+  const size_t i = static_cast<size_t>(r);
+  if (c.tried[i] && !c.plan_status[i].is_ok()) return c.plan_status[i];
+  return Status::ok();
+}
+
+size_t config_workspace(const Cached& c, int r) {
+  std::lock_guard<std::mutex> lock(cache_mu);
+  const size_t i = static_cast<size_t>(r);
+  return i < c.plans.size() && c.plans[i] ? c.plans[i]->workspace_bytes() : 0;
+}
+
+Result<std::shared_ptr<const Plan>> config_plan(Cached& c, int r, cudnnHandle_t h) {
+  TAC_RETURN_IF_ERROR(config_applies(c, r));
+  std::lock_guard<std::mutex> lock(cache_mu);
+  const size_t i = static_cast<size_t>(r);
+  if (!c.tried[i]) {
+    c.tried[i] = true;
+    auto p = c.g.plan(h, i);
+    if (p) c.plans[i] = *p;
+    else c.plan_status[i] = p.status();
+  }
+  TAC_RETURN_IF_ERROR(c.plan_status[i]);
+  return c.plans[i];
 }
 
 }  // namespace tac::cuda::dnn

@@ -11,11 +11,14 @@
 //   call.run(handle, **plan, {x, w, y}, {px, pw, py}, workspace);   // cuda::dnn::Call call;
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/context.h"
+#include "ir/epilogue.h"
 
 namespace tac::cuda::dnn {
 
@@ -77,6 +80,9 @@ class Graph {
   // y = conv(x, w): cross-correlation, fp32 accumulation; spatial dims from pads.size().
   void conv(int64_t x, int64_t w, int64_t y, const std::vector<int64_t>& pre_pads, const std::vector<int64_t>& post_pads,
             const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations);
+  // y = a b over the last two dims (batch dims before them; a dim of 1 broadcasts), fp32
+  // accumulation.
+  void matmul(int64_t a, int64_t b, int64_t y);
   // y = mode(x[, b]) in fp32 math (b < 0: a unary mode).
   void pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t y, const PointwiseParams& p = {});
   // The operation graph, after the last operation.
@@ -120,5 +126,31 @@ class Call {
 
 // cudnnGetLastErrorString's text for the last failing call of this thread ("" if none).
 std::string last_error();
+
+// An activation epilogue as a pointwise mode and its parameters, or not_applicable.
+Result<std::pair<cudnnPointwiseMode_t, PointwiseParams>> pointwise_of(const ir::Epilogue& ep);
+
+// A graph a tactic builds once per key (geometry, types, epilogue) and keeps for the process:
+// cuDNN's configurations for it and the plans finalized so far (plans refer to the graph).
+// Tactics call cached() from applies() (heuristics only: cheap) and plan() from prepare
+// (finalizing may compile a kernel at run time: once per process and configuration).
+struct Cached {
+  Graph g;
+  Status status;              // building the graph or its heuristic failed: why
+  std::vector<int64_t> uids;  // the tensors a run binds, in the order its tactic keeps them
+  std::vector<std::shared_ptr<const Plan>> plans;
+  std::vector<Status> plan_status;
+  std::vector<char> tried;
+};
+// The entry of `key`, built by `build` (the graph, uids and heuristics) the first time; null
+// without a device.
+Cached* cached(const std::string& key, const std::function<Status(Cached&, cudnnHandle_t)>& build);
+// Whether configuration `r` of `c` can run, as far as known before its plan is finalized: it
+// exists and did not fail to finalize (not_applicable with the reason otherwise).
+Status config_applies(const Cached& c, int r);
+// The workspace of configuration `r` once its plan is finalized, else 0.
+size_t config_workspace(const Cached& c, int r);
+// Configuration `r` of `c` as a plan, finalized the first time.
+Result<std::shared_ptr<const Plan>> config_plan(Cached& c, int r, cudnnHandle_t h);
 
 }  // namespace tac::cuda::dnn

@@ -20,8 +20,6 @@
 // whole step (convolution, bias, residual and activation as one operation graph).
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-#include <algorithm>
-#include <cfloat>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -373,74 +371,43 @@ constexpr int kGraphTactics = 6;
 const char* const kGraphNames[kGraphTactics] = {"cudnn_graph_h0", "cudnn_graph_h1", "cudnn_graph_h2",
                                                 "cudnn_graph_h3", "cudnn_graph_h4", "cudnn_graph_h5"};
 
-// The activation as a cuDNN pointwise mode, or not_applicable.
-Result<std::pair<cudnnPointwiseMode_t, cuda::dnn::PointwiseParams>> graph_act(const ir::Epilogue& ep) {
-  using A = ir::Epilogue::Act;
-  cuda::dnn::PointwiseParams p;
-  switch (ep.act) {
-    case A::relu: return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
-    case A::clip:
-      // Clip's open ends as the largest finite floats (fp32 math: cuDNN's frontend clamps so too).
-      p.relu_lower = std::max<double>(ep.alpha, -FLT_MAX), p.relu_upper = std::min<double>(ep.beta, FLT_MAX);
-      p.has_upper = true;
-      return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
-    case A::leaky_relu:
-      p.relu_slope = ep.alpha, p.has_slope = true;
-      return std::make_pair(CUDNN_POINTWISE_RELU_FWD, p);
-    case A::sigmoid: return std::make_pair(CUDNN_POINTWISE_SIGMOID_FWD, p);
-    case A::tanh: return std::make_pair(CUDNN_POINTWISE_TANH_FWD, p);
-    case A::gelu: return std::make_pair(CUDNN_POINTWISE_GELU_FWD, p);  // erf GELU (GELU_APPROX_TANH_FWD is the other)
-    case A::silu: return std::make_pair(CUDNN_POINTWISE_SWISH_FWD, p);  // x * sigmoid(beta x), beta 1
-    case A::none:
-    case A::hard_sigmoid: break;
-  }
-  return not_applicable("no cuDNN pointwise mode for this activation");
-}
-
 std::vector<int64_t> strides4(int64_t c, int64_t h, int64_t w, bool nhwc) {
   return nhwc ? std::vector<int64_t>{h * w * c, 1, w * c, c} : std::vector<int64_t>{c * h * w, h * w, w, 1};
 }
 
-// The graph of a convolution, its heuristic's configurations and the plans finalized so far;
-// one per geometry and epilogue, kept for the process (plans refer to the graph).
-struct GraphInfo {
-  cuda::dnn::Graph g;
-  Status status;                // the graph or the heuristic failed: why
-  int64_t x = 0, w = 0, b = -1, r = -1, y = 0;
-  std::shared_ptr<const cuda::dnn::Plan> plans[kGraphTactics];
-  Status plan_status[kGraphTactics];
-  bool tried[kGraphTactics] = {};
-};
-
-Status build_graph(GraphInfo& gi, const Conv& c, cudnnHandle_t h) {
+// The step's graph; its uids: x, w, y, then the bias and the residual where present.
+Status build_graph(cuda::dnn::Cached& gc, const Conv& c, cudnnHandle_t h) {
   using E = ir::Epilogue::Act;
-  cuda::dnn::Graph& g = gi.g;
+  cuda::dnn::Graph& g = gc.g;
   const cudnnDataType_t t = cudnn_type(c.t);
   const bool act = c.ep.act != E::none;
-  gi.x = g.tensor(t, {c.N, c.C, c.H, c.W}, strides4(c.C, c.H, c.W, c.nhwc));
-  gi.w = g.tensor(t, {c.M, c.Cg(), c.KH, c.KW}, strides4(c.Cg(), c.KH, c.KW, c.nhwc));
+  const int64_t x = g.tensor(t, {c.N, c.C, c.H, c.W}, strides4(c.C, c.H, c.W, c.nhwc));
+  const int64_t w = g.tensor(t, {c.M, c.Cg(), c.KH, c.KW}, strides4(c.Cg(), c.KH, c.KW, c.nhwc));
   const std::vector<int64_t> ydims{c.N, c.M, c.OH, c.OW}, ystr = strides4(c.M, c.OH, c.OW, c.nhwc);
-  gi.y = g.tensor(t, ydims, ystr);
+  const int64_t y = g.tensor(t, ydims, ystr);
+  gc.uids = {x, w, y};
   // Each stage writes y when it is the last, else a virtual fp32 tensor.
   const int stages = 1 + (c.has_bias ? 1 : 0) + (c.has_res ? 1 : 0) + (act ? 1 : 0);
   int stage = 0;
-  auto out = [&]() { return ++stage == stages ? gi.y : g.tensor(CUDNN_DATA_FLOAT, ydims, ystr, /*is_virtual=*/true); };
+  auto out = [&]() { return ++stage == stages ? y : g.tensor(CUDNN_DATA_FLOAT, ydims, ystr, /*is_virtual=*/true); };
   int64_t v = out();
-  g.conv(gi.x, gi.w, v, {c.PT, c.PL}, {c.PB, c.PR}, {c.SH, c.SW}, {c.DH, c.DW});
+  g.conv(x, w, v, {c.PT, c.PL}, {c.PB, c.PR}, {c.SH, c.SW}, {c.DH, c.DW});
   if (c.has_bias) {
-    gi.b = g.tensor(CUDNN_DATA_FLOAT, {1, c.M, 1, 1}, {c.M, 1, 1, 1});
+    const int64_t b = g.tensor(CUDNN_DATA_FLOAT, {1, c.M, 1, 1}, {c.M, 1, 1, 1});
+    gc.uids.push_back(b);
     const int64_t o = out();
-    g.pointwise(CUDNN_POINTWISE_ADD, v, gi.b, o);
+    g.pointwise(CUDNN_POINTWISE_ADD, v, b, o);
     v = o;
   }
   if (c.has_res) {
-    gi.r = g.tensor(t, ydims, ystr);
+    const int64_t r = g.tensor(t, ydims, ystr);
+    gc.uids.push_back(r);
     const int64_t o = out();
-    g.pointwise(CUDNN_POINTWISE_ADD, v, gi.r, o);
+    g.pointwise(CUDNN_POINTWISE_ADD, v, r, o);
     v = o;
   }
   if (act) {
-    TAC_ASSIGN_OR_RETURN(auto a, graph_act(c.ep));
+    TAC_ASSIGN_OR_RETURN(auto a, cuda::dnn::pointwise_of(c.ep));
     g.pointwise(a.first, v, -1, out(), a.second);
   }
   TAC_RETURN_IF_ERROR(g.finalize(h));
@@ -450,39 +417,24 @@ Status build_graph(GraphInfo& gi, const Conv& c, cudnnHandle_t h) {
   return g.heuristics(h, kGraphTactics, exclude);
 }
 
-std::mutex graph_mu;
-
-// Cached per geometry and epilogue (applies() and cost() run per node and per build); null
-// without a device.
-GraphInfo* graph_info(const Conv& c) {
-  static std::map<std::string, std::unique_ptr<GraphInfo>> cache;
-  cuda::Context* ctx = cuda::context_if_available();
-  if (!ctx) return nullptr;
+// Per geometry and epilogue (applies() and cost() run per node and per build); null without a
+// device.
+cuda::dnn::Cached* graph_of(const Conv& c) {
   char ep[128];
   std::snprintf(ep, sizeof ep, "|%d,%g,%g|%d%d|%lld,%lld", static_cast<int>(c.ep.act), c.ep.alpha, c.ep.beta, c.has_bias,
                 c.has_res, (long long)c.PB, (long long)c.PR);
-  std::lock_guard<std::mutex> lock(graph_mu);
-  auto [it, fresh] = cache.emplace(key_of(c) + ep, nullptr);
-  if (fresh) {
-    it->second = std::make_unique<GraphInfo>();
-    it->second->status = build_graph(*it->second, c, ctx->dnn);
-  }
-  return it->second.get();
+  return cuda::dnn::cached(key_of(c) + ep, [&](cuda::dnn::Cached& gc, cudnnHandle_t h) { return build_graph(gc, c, h); });
 }
 
 template <int R>
 Status graph_applies(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Conv c, any_geom(s));
-  if (c.ep.act != ir::Epilogue::Act::none) TAC_RETURN_IF_ERROR(graph_act(c.ep).status());
-  GraphInfo* gi = graph_info(c);
-  if (!gi) return Status::ok();  // no device to ask: listed, decided when built on one
-  if (!gi->status.is_ok()) return not_applicable(gi->status.message());
-  if (R >= static_cast<int>(gi->g.configs()))
-    return not_applicable("cuDNN's heuristic proposes " + std::to_string(gi->g.configs()) + " engine configurations for this graph");
-  std::lock_guard<std::mutex> lock(graph_mu);
-  if (gi->tried[R] && !gi->plan_status[R].is_ok()) return gi->plan_status[R];
-  if (gi->plans[R] && gi->plans[R]->workspace_bytes() > s.workspace_limit)
-    return workspace_over_limit(gi->plans[R]->workspace_bytes(), s.workspace_limit);
+  if (c.ep.act != ir::Epilogue::Act::none) TAC_RETURN_IF_ERROR(cuda::dnn::pointwise_of(c.ep).status());
+  cuda::dnn::Cached* gc = graph_of(c);
+  if (!gc) return Status::ok();  // no device to ask: listed, decided when built on one
+  TAC_RETURN_IF_ERROR(cuda::dnn::config_applies(*gc, R));
+  if (const size_t ws = cuda::dnn::config_workspace(*gc, R); ws > s.workspace_limit)
+    return workspace_over_limit(ws, s.workspace_limit);
   return Status::ok();
 }
 
@@ -496,8 +448,8 @@ double graph_cost(const StepDesc& s) {
 
 class GraphKernel final : public Kernel {
  public:
-  GraphKernel(Conv c, cuda::Context* ctx, const GraphInfo* gi, std::shared_ptr<const cuda::dnn::Plan> plan)
-      : c_(c), ctx_(ctx), gi_(gi), plan_(std::move(plan)) {}
+  GraphKernel(Conv c, cuda::Context* ctx, std::vector<int64_t> uids, std::shared_ptr<const cuda::dnn::Plan> plan)
+      : c_(c), ctx_(ctx), uids_(std::move(uids)), plan_(std::move(plan)) {}
   Status init(const StepDesc& s) {
     if (c_.nhwc) {
       TAC_ASSIGN_OR_RETURN(w_, upload_khwc(*s.constants[1]));
@@ -506,17 +458,16 @@ class GraphKernel final : public Kernel {
   }
   size_t workspace_bytes() const override { return plan_->workspace_bytes(); }
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
-    std::vector<int64_t> uids{gi_->x, gi_->w, gi_->y};
     std::vector<void*> ptrs{in[0].data, c_.nhwc ? w_.get() : in[1].data, out[0].data};
-    if (gi_->b >= 0) uids.push_back(gi_->b), ptrs.push_back(in[2].data);
-    if (gi_->r >= 0) uids.push_back(gi_->r), ptrs.push_back(in[3].data);
-    return call_.run(ctx_->dnn, *plan_, uids, ptrs, ws);
+    if (c_.has_bias) ptrs.push_back(in[2].data);
+    if (c_.has_res) ptrs.push_back(in[3].data);
+    return call_.run(ctx_->dnn, *plan_, uids_, ptrs, ws);
   }
 
  private:
   Conv c_;
   cuda::Context* ctx_;
-  const GraphInfo* gi_;
+  std::vector<int64_t> uids_;
   std::shared_ptr<const cuda::dnn::Plan> plan_;
   cuda::DeviceBuffer w_;
   cuda::dnn::Call call_;
@@ -527,22 +478,10 @@ Result<std::unique_ptr<Kernel>> graph_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Conv c, any_geom(s));
   TAC_ASSIGN_OR_RETURN(cuda::Context * ctx, cuda::context());
   TAC_RETURN_IF_ERROR(graph_applies<R>(s));
-  GraphInfo* gi = graph_info(c);
-  std::shared_ptr<const cuda::dnn::Plan> plan;
-  {
-    // Finalized once per process and configuration: runtime-compiled engines take a while.
-    std::lock_guard<std::mutex> lock(graph_mu);
-    if (!gi->tried[R]) {
-      gi->tried[R] = true;
-      auto p = gi->g.plan(ctx->dnn, R);
-      if (p) gi->plans[R] = *p;
-      else gi->plan_status[R] = p.status();
-    }
-    TAC_RETURN_IF_ERROR(gi->plan_status[R]);
-    plan = gi->plans[R];
-  }
+  cuda::dnn::Cached* gc = graph_of(c);
+  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, cuda::dnn::config_plan(*gc, R, ctx->dnn));
   if (plan->workspace_bytes() > s.workspace_limit) return workspace_over_limit(plan->workspace_bytes(), s.workspace_limit);
-  auto k = std::make_unique<GraphKernel>(c, ctx, gi, std::move(plan));
+  auto k = std::make_unique<GraphKernel>(c, ctx, gc->uids, std::move(plan));
   TAC_RETURN_IF_ERROR(k->init(s));
   return std::unique_ptr<Kernel>(std::move(k));
 }

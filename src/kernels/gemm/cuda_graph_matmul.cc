@@ -1,0 +1,206 @@
+// CUDA tactics "cudnn_graph_mm_h0".."_h3" for MatMul / FusedMatMul: the step as one cuDNN v9
+// operation graph, matmul -> + bias -> activation, the intermediates virtual fp32 inside the
+// fused kernel, each tactic one engine configuration of cuDNN's heuristic (as cudnn_graph_h* for
+// convolutions). Their use: activations cuBLASLt's epilogue lacks, the erf GELU above all (its
+// GELU epilogue is the tanh approximation; our epilogue kernel after cuBLASLt costs a pass over
+// the output). fp16 / bf16 operands (cuDNN's runtime-fusion engines are tensor-core engines), a
+// strided batch (B may broadcast), no residual; bias fp32 (a constant bias of another type is
+// uploaded as fp32). Ranked after the cuBLASLt tactics: the tuner's search and
+// builder.selection=isolated try them.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#include <cstdint>
+
+#include "backends/cuda/cudnn_graph.h"
+#include "backends/cuda/kernel_util.h"
+#include "kernels/gemm/problem.h"
+
+namespace tac::kernels {
+
+namespace {
+
+constexpr int kTactics = 4;
+const char* const kNames[kTactics] = {"cudnn_graph_mm_h0", "cudnn_graph_mm_h1", "cudnn_graph_mm_h2", "cudnn_graph_mm_h3"};
+
+struct MmProblem {
+  gemm::Problem p;
+  cudnnDataType_t t = CUDNN_DATA_HALF;
+  int64_t a_stride = 0, b_stride = 0;  // per batch, elements (0: broadcast)
+  bool bias = false;
+  const Tensor* bias_const = nullptr;  // uploaded as fp32 when not fp32 already
+  DType bias_dtype = DType::float32;
+  std::string key() const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "mm|%lld,%lld,%lld,%lld|%lld,%lld,%lld,%lld,%lld,%lld|%d|%d|%d,%g,%g", (long long)p.M,
+                  (long long)p.N, (long long)p.K, (long long)p.batches, (long long)a_stride, (long long)p.a_rs,
+                  (long long)p.a_cs, (long long)b_stride, (long long)p.b_rs, (long long)p.b_cs, static_cast<int>(t), bias,
+                  static_cast<int>(p.act.act), p.act.alpha, p.act.beta);
+    return buf;
+  }
+};
+
+// Offsets i * stride for every batch i (stride 0: broadcast), or false.
+bool uniform_stride(const std::vector<int64_t>& off, int64_t& stride) {
+  stride = off.size() > 1 ? off[1] - off[0] : 0;
+  for (size_t i = 0; i < off.size(); ++i)
+    if (off[i] != static_cast<int64_t>(i) * stride) return false;
+  return true;
+}
+
+Result<MmProblem> mm_problem(const StepDesc& s) {
+  MmProblem q;
+  if (s.out_dtypes.empty()) return not_applicable("no output");
+  const DType dt = s.out_dtypes[0];
+  if (dt == DType::float16) q.t = CUDNN_DATA_HALF;
+  else if (dt == DType::bfloat16) q.t = CUDNN_DATA_BFLOAT16;
+  else return not_applicable("fp16 or bf16 only (cuDNN's fused matmul engines use tensor cores)");
+  // analyze_problem reads an fp32 view of the step.
+  StepDesc f = s;
+  for (size_t i = 0; i < f.in_dtypes.size(); ++i)
+    if (f.has_input(i)) {
+      if (f.in_dtypes[i] != dt && f.in_dtypes[i] != DType::float32) return not_applicable("inputs of the output's type");
+      f.in_dtypes[i] = DType::float32;
+    }
+  f.out_dtypes[0] = DType::float32;
+  TAC_RETURN_IF_ERROR(gemm::analyze_problem(f, q.p));
+  const gemm::Problem& p = q.p;
+  if (p.res_input >= 0) return not_applicable("a residual (cuBLASLt takes it as its C)");
+  if (p.alpha != 1) return not_applicable("alpha other than 1");
+  for (size_t i = 0; i < s.in_dtypes.size(); ++i)
+    if (s.has_input(i) && s.in_dtypes[i] != dt && static_cast<int>(i) != p.bias_input)
+      return not_applicable("operands of the output's type");
+  if (p.bias_input >= 0) {
+    q.bias = true;
+    q.bias_dtype = s.in_dtypes[static_cast<size_t>(p.bias_input)];
+    q.bias_const = s.constants[static_cast<size_t>(p.bias_input)];
+    if (q.bias_dtype != DType::float32 && !q.bias_const) return not_applicable("a bias computed at run time must be fp32");
+  }
+  if (p.act.act != ir::Epilogue::Act::none) TAC_RETURN_IF_ERROR(cuda::dnn::pointwise_of(p.act).status());
+  if (!uniform_stride(p.a_off, q.a_stride) || !uniform_stride(p.b_off, q.b_stride))
+    return not_applicable("batch dims broadcast partially (not a strided batch)");
+  return q;
+}
+
+// The graph; its uids: A, B, D, then the bias where present.
+Status build_graph(cuda::dnn::Cached& gc, const MmProblem& q, cudnnHandle_t h) {
+  const gemm::Problem& p = q.p;
+  cuda::dnn::Graph& g = gc.g;
+  const int64_t ba = q.a_stride ? p.batches : 1, bb = q.b_stride ? p.batches : 1;
+  const int64_t a = g.tensor(q.t, {ba, p.M, p.K}, {q.a_stride ? q.a_stride : p.M * p.K, p.a_rs, p.a_cs});
+  const int64_t b = g.tensor(q.t, {bb, p.K, p.N}, {q.b_stride ? q.b_stride : p.K * p.N, p.b_rs, p.b_cs});
+  const std::vector<int64_t> ddims{p.batches, p.M, p.N}, dstr{p.M * p.N, p.N, 1};
+  const int64_t d = g.tensor(q.t, ddims, dstr);
+  gc.uids = {a, b, d};
+  const bool act = p.act.act != ir::Epilogue::Act::none;
+  const int stages = 1 + (q.bias ? 1 : 0) + (act ? 1 : 0);
+  int stage = 0;
+  auto out = [&]() { return ++stage == stages ? d : g.tensor(CUDNN_DATA_FLOAT, ddims, dstr, /*is_virtual=*/true); };
+  int64_t v = out();
+  g.matmul(a, b, v);
+  if (q.bias) {
+    const int64_t bias = g.tensor(CUDNN_DATA_FLOAT, {1, 1, p.N}, {p.N, p.N, 1});
+    gc.uids.push_back(bias);
+    const int64_t o = out();
+    g.pointwise(CUDNN_POINTWISE_ADD, v, bias, o);
+    v = o;
+  }
+  if (act) {
+    TAC_ASSIGN_OR_RETURN(auto m, cuda::dnn::pointwise_of(p.act));
+    g.pointwise(m.first, v, -1, out(), m.second);
+  }
+  TAC_RETURN_IF_ERROR(g.finalize(h));
+  return g.heuristics(h, kTactics);
+}
+
+cuda::dnn::Cached* graph_of(const MmProblem& q) {
+  return cuda::dnn::cached(q.key(), [&](cuda::dnn::Cached& gc, cudnnHandle_t h) { return build_graph(gc, q, h); });
+}
+
+template <int R>
+Status mm_applies(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(MmProblem q, mm_problem(s));
+  cuda::dnn::Cached* gc = graph_of(q);
+  if (!gc) return Status::ok();  // no device to ask: listed, decided when built on one
+  TAC_RETURN_IF_ERROR(cuda::dnn::config_applies(*gc, R));
+  if (const size_t ws = cuda::dnn::config_workspace(*gc, R); ws > s.workspace_limit)
+    return workspace_over_limit(ws, s.workspace_limit);
+  return Status::ok();
+}
+
+template <int R>
+double mm_cost(const StepDesc& s) {
+  auto q = mm_problem(s);
+  const double flops = q ? q->p.flops() : 1e9;
+  return 14000.0 + flops / 4e5 + 1000.0 * R;  // after every cuBLASLt tactic (5000 + flops / rate + 100 * rank)
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+class MmKernel final : public Kernel {
+ public:
+  MmKernel(MmProblem q, cuda::Context* ctx, std::vector<int64_t> uids, std::shared_ptr<const cuda::dnn::Plan> plan)
+      : q_(std::move(q)), ctx_(ctx), uids_(std::move(uids)), plan_(std::move(plan)) {}
+  Status init() {
+    if (q_.bias_const && q_.bias_dtype != DType::float32) {
+      const Tensor& b = *q_.bias_const;
+      TAC_ASSIGN_OR_RETURN(Tensor host, Tensor::create(DType::float32, b.shape()));
+      for (int64_t i = 0; i < b.numel(); ++i) host.set_f64(i, b.get_f64(i));
+      TAC_ASSIGN_OR_RETURN(bias_, cuda::DeviceBuffer::allocate(host.bytes()));
+      TAC_RETURN_IF_ERROR(cuda::copy_to_device(bias_.get(), host.raw(), host.bytes()));
+      TAC_RETURN_IF_ERROR(cuda::synchronize());  // `host` goes out of scope
+    }
+    return Status::ok();
+  }
+  size_t workspace_bytes() const override { return plan_->workspace_bytes(); }
+  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
+    std::vector<void*> ptrs{in[0].data, in[1].data, out[0].data};
+    if (q_.bias) ptrs.push_back(bias_.get() ? bias_.get() : in[static_cast<size_t>(q_.p.bias_input)].data);
+    // The graph's tensors promise cuDNN 16-byte alignment.
+    for (void* p : ptrs)
+      if (!aligned16(p)) return internal_error("cudnn_graph_mm: an operand is not 16-byte aligned");
+    return call_.run(ctx_->dnn, *plan_, uids_, ptrs, ws);
+  }
+
+ private:
+  MmProblem q_;
+  cuda::Context* ctx_;
+  std::vector<int64_t> uids_;
+  std::shared_ptr<const cuda::dnn::Plan> plan_;
+  cuda::DeviceBuffer bias_;
+  cuda::dnn::Call call_;
+};
+
+template <int R>
+Result<std::unique_ptr<Kernel>> mm_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(MmProblem q, mm_problem(s));
+  TAC_ASSIGN_OR_RETURN(cuda::Context * ctx, cuda::context());
+  TAC_RETURN_IF_ERROR(mm_applies<R>(s));
+  cuda::dnn::Cached* gc = graph_of(q);
+  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, cuda::dnn::config_plan(*gc, R, ctx->dnn));
+  if (plan->workspace_bytes() > s.workspace_limit) return workspace_over_limit(plan->workspace_bytes(), s.workspace_limit);
+  auto k = std::make_unique<MmKernel>(std::move(q), ctx, gc->uids, std::move(plan));
+  TAC_RETURN_IF_ERROR(k->init());
+  return std::unique_ptr<Kernel>(std::move(k));
+}
+
+template <int R>
+void add_tactics(std::vector<Tactic>& t) {
+  for (ir::OpKind op : {ir::OpKind::MatMul, ir::OpKind::FusedMatMul})
+    t.push_back({kNames[R], op,
+                 "cuDNN v9 graph API: matmul + bias + activation (erf GELU, SiLU, sigmoid, tanh, ...) as one operation "
+                 "graph, the heuristic's engine configuration of this rank (fp16/bf16)",
+                 mm_applies<R>, mm_cost<R>, mm_prepare<R>, Backend::cuda});
+}
+
+}  // namespace
+
+std::span<const Tactic> cuda_graph_matmul_tactics() {
+  static const std::vector<Tactic> table = [] {
+    std::vector<Tactic> t;
+    add_tactics<0>(t), add_tactics<1>(t), add_tactics<2>(t), add_tactics<3>(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tac::kernels
