@@ -24,9 +24,9 @@
 #include <map>
 #include <mutex>
 
-#include "backends/cuda/cudnn_graph.h"
 #include "backends/cuda/kernel_util.h"
 #include "kernels/conv/conv_common.h"
+#include "kernels/cudnn_graph_tactic.h"
 #include "kernels/elementwise/cuda_kernels.h"
 
 namespace tac::kernels {
@@ -430,12 +430,7 @@ template <int R>
 Status graph_applies(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Conv c, any_geom(s));
   if (c.ep.act != ir::Epilogue::Act::none) TAC_RETURN_IF_ERROR(cuda::dnn::pointwise_of(c.ep).status());
-  cuda::dnn::Cached* gc = graph_of(c);
-  if (!gc) return Status::ok();  // no device to ask: listed, decided when built on one
-  TAC_RETURN_IF_ERROR(cuda::dnn::config_applies(*gc, R));
-  if (const size_t ws = cuda::dnn::config_workspace(*gc, R); ws > s.workspace_limit)
-    return workspace_over_limit(ws, s.workspace_limit);
-  return Status::ok();
+  return graph_config_applies(graph_of(c), R, s.workspace_limit);
 }
 
 template <int R>
@@ -479,8 +474,7 @@ Result<std::unique_ptr<Kernel>> graph_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(cuda::Context * ctx, cuda::context());
   TAC_RETURN_IF_ERROR(graph_applies<R>(s));
   cuda::dnn::Cached* gc = graph_of(c);
-  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, cuda::dnn::config_plan(*gc, R, ctx->dnn));
-  if (plan->workspace_bytes() > s.workspace_limit) return workspace_over_limit(plan->workspace_bytes(), s.workspace_limit);
+  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, graph_config_plan(*gc, R, ctx->dnn, s.workspace_limit));
   auto k = std::make_unique<GraphKernel>(c, ctx, gc->uids, std::move(plan));
   TAC_RETURN_IF_ERROR(k->init(s));
   return std::unique_ptr<Kernel>(std::move(k));

@@ -34,14 +34,6 @@ const char* const kNames[kMaxAlgos] = {"cublaslt_h0", "cublaslt_h1", "cublaslt_h
                                        "cublaslt_h4", "cublaslt_h5", "cublaslt_h6", "cublaslt_h7"};
 const char* const kGeluNames[kGeluAlgos] = {"cublaslt_gelu_h0", "cublaslt_gelu_h1", "cublaslt_gelu_h2", "cublaslt_gelu_h3"};
 
-// Offsets i * stride for every batch i (stride 0: broadcast), or false.
-bool uniform_stride(const std::vector<int64_t>& off, int64_t& stride) {
-  stride = off.size() > 1 ? off[1] - off[0] : 0;
-  for (size_t i = 0; i < off.size(); ++i)
-    if (off[i] != static_cast<int64_t>(i) * stride) return false;
-  return true;
-}
-
 using cuda::kern::Elem;
 
 struct LtProblem {
@@ -98,9 +90,9 @@ Result<LtProblem> lt_problem(const StepDesc& s, bool gelu = false) {
   }
   const ir::Attribute* m = s.node->attr("tac_math");
   q.tf32 = q.t == Elem::f32 && m && m->s == "tf32";
-  if (!uniform_stride(p.a_off, q.a_stride) || !uniform_stride(p.b_off, q.b_stride))
+  if (!gemm::uniform_stride(p.a_off, q.a_stride) || !gemm::uniform_stride(p.b_off, q.b_stride))
     return not_applicable("batch dims broadcast partially (not a strided batch)");
-  if (p.res_input >= 0 && !uniform_stride(p.r_off, q.r_stride)) return not_applicable("residual batch layout");
+  if (p.res_input >= 0 && !gemm::uniform_stride(p.r_off, q.r_stride)) return not_applicable("residual batch layout");
   if (p.b_cs == 1) q.b_trans = false, q.ldb = p.b_rs;
   else if (p.b_rs == 1) q.b_trans = true, q.ldb = p.b_cs;
   else return not_applicable("B layout");

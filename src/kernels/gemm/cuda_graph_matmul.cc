@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
-#include "backends/cuda/cudnn_graph.h"
 #include "backends/cuda/kernel_util.h"
+#include "kernels/cudnn_graph_tactic.h"
 #include "kernels/gemm/problem.h"
 
 namespace tac::kernels {
@@ -38,14 +38,6 @@ struct MmProblem {
     return buf;
   }
 };
-
-// Offsets i * stride for every batch i (stride 0: broadcast), or false.
-bool uniform_stride(const std::vector<int64_t>& off, int64_t& stride) {
-  stride = off.size() > 1 ? off[1] - off[0] : 0;
-  for (size_t i = 0; i < off.size(); ++i)
-    if (off[i] != static_cast<int64_t>(i) * stride) return false;
-  return true;
-}
 
 Result<MmProblem> mm_problem(const StepDesc& s) {
   MmProblem q;
@@ -76,7 +68,7 @@ Result<MmProblem> mm_problem(const StepDesc& s) {
     if (q.bias_dtype != DType::float32 && !q.bias_const) return not_applicable("a bias computed at run time must be fp32");
   }
   if (p.act.act != ir::Epilogue::Act::none) TAC_RETURN_IF_ERROR(cuda::dnn::pointwise_of(p.act).status());
-  if (!uniform_stride(p.a_off, q.a_stride) || !uniform_stride(p.b_off, q.b_stride))
+  if (!gemm::uniform_stride(p.a_off, q.a_stride) || !gemm::uniform_stride(p.b_off, q.b_stride))
     return not_applicable("batch dims broadcast partially (not a strided batch)");
   return q;
 }
@@ -119,12 +111,7 @@ cuda::dnn::Cached* graph_of(const MmProblem& q) {
 template <int R>
 Status mm_applies(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(MmProblem q, mm_problem(s));
-  cuda::dnn::Cached* gc = graph_of(q);
-  if (!gc) return Status::ok();  // no device to ask: listed, decided when built on one
-  TAC_RETURN_IF_ERROR(cuda::dnn::config_applies(*gc, R));
-  if (const size_t ws = cuda::dnn::config_workspace(*gc, R); ws > s.workspace_limit)
-    return workspace_over_limit(ws, s.workspace_limit);
-  return Status::ok();
+  return graph_config_applies(graph_of(q), R, s.workspace_limit);
 }
 
 template <int R>
@@ -176,8 +163,7 @@ Result<std::unique_ptr<Kernel>> mm_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(cuda::Context * ctx, cuda::context());
   TAC_RETURN_IF_ERROR(mm_applies<R>(s));
   cuda::dnn::Cached* gc = graph_of(q);
-  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, cuda::dnn::config_plan(*gc, R, ctx->dnn));
-  if (plan->workspace_bytes() > s.workspace_limit) return workspace_over_limit(plan->workspace_bytes(), s.workspace_limit);
+  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, graph_config_plan(*gc, R, ctx->dnn, s.workspace_limit));
   auto k = std::make_unique<MmKernel>(std::move(q), ctx, gc->uids, std::move(plan));
   TAC_RETURN_IF_ERROR(k->init());
   return std::unique_ptr<Kernel>(std::move(k));

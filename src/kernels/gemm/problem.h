@@ -28,6 +28,15 @@ struct Problem {
   double flops() const { return 2.0 * static_cast<double>(M) * N * K * batches; }
 };
 
+// Per-batch offsets that are i * stride for every batch i (a strided batch; stride 0: every batch
+// the same matrix): `stride`, and true; false otherwise.
+inline bool uniform_stride(const std::vector<int64_t>& off, int64_t& stride) {
+  stride = off.size() > 1 ? off[1] - off[0] : 0;
+  for (size_t i = 0; i < off.size(); ++i)
+    if (off[i] != static_cast<int64_t>(i) * stride) return false;
+  return true;
+}
+
 // Status::ok and fills `p` when the step is an fp32 GEMM these tactics handle; not_applicable
 // with the reason otherwise (1-D operands, other dtypes, empty dims, unsupported broadcasts).
 Status analyze_problem(const StepDesc& step, Problem& p);
