@@ -68,21 +68,9 @@ Result<LtProblem> lt_problem(const StepDesc& s, bool gelu = false) {
   if (dt == DType::float16) q.t = Elem::f16;
   else if (dt == DType::bfloat16) q.t = Elem::bf16;
   else if (dt != DType::float32) return not_applicable("fp32, fp16 or bf16 only");
-  // analyze_problem reads an fp32 view of the step; operands and the residual must be of the
-  // output's type, a bias fp32 or (constant) of the output's type.
-  StepDesc f = s;
-  for (size_t i = 0; i < f.in_dtypes.size(); ++i)
-    if (f.has_input(i)) {
-      if (f.in_dtypes[i] != dt && f.in_dtypes[i] != DType::float32) return not_applicable("inputs of the output's type");
-      f.in_dtypes[i] = DType::float32;
-    }
-  f.out_dtypes[0] = DType::float32;
-  TAC_RETURN_IF_ERROR(gemm::analyze_problem(f, q.p));
+  // Operands and the residual of the output's type, a bias fp32 or (constant) of the output's type.
+  TAC_RETURN_IF_ERROR(gemm::analyze_typed_problem(s, q.p));
   const gemm::Problem& p = q.p;
-  for (size_t i = 0; i < s.in_dtypes.size(); ++i) {
-    if (!s.has_input(i) || s.in_dtypes[i] == dt) continue;
-    if (static_cast<int>(i) != p.bias_input) return not_applicable("operands and residual of the output's type");
-  }
   if (p.bias_input >= 0) {
     q.bias_dtype = s.in_dtypes[static_cast<size_t>(p.bias_input)];
     q.bias_const = s.constants[static_cast<size_t>(p.bias_input)];

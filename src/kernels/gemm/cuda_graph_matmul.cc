@@ -46,21 +46,10 @@ Result<MmProblem> mm_problem(const StepDesc& s) {
   if (dt == DType::float16) q.t = CUDNN_DATA_HALF;
   else if (dt == DType::bfloat16) q.t = CUDNN_DATA_BFLOAT16;
   else return not_applicable("fp16 or bf16 only (cuDNN's fused matmul engines use tensor cores)");
-  // analyze_problem reads an fp32 view of the step.
-  StepDesc f = s;
-  for (size_t i = 0; i < f.in_dtypes.size(); ++i)
-    if (f.has_input(i)) {
-      if (f.in_dtypes[i] != dt && f.in_dtypes[i] != DType::float32) return not_applicable("inputs of the output's type");
-      f.in_dtypes[i] = DType::float32;
-    }
-  f.out_dtypes[0] = DType::float32;
-  TAC_RETURN_IF_ERROR(gemm::analyze_problem(f, q.p));
+  TAC_RETURN_IF_ERROR(gemm::analyze_typed_problem(s, q.p));
   const gemm::Problem& p = q.p;
   if (p.res_input >= 0) return not_applicable("a residual (cuBLASLt takes it as its C)");
   if (p.alpha != 1) return not_applicable("alpha other than 1");
-  for (size_t i = 0; i < s.in_dtypes.size(); ++i)
-    if (s.has_input(i) && s.in_dtypes[i] != dt && static_cast<int>(i) != p.bias_input)
-      return not_applicable("operands of the output's type");
   if (p.bias_input >= 0) {
     q.bias = true;
     q.bias_dtype = s.in_dtypes[static_cast<size_t>(p.bias_input)];

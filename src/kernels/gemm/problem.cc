@@ -174,4 +174,21 @@ Status analyze_problem(const StepDesc& s, Problem& p) {
   return Status::ok();
 }
 
+Status analyze_typed_problem(const StepDesc& s, Problem& p) {
+  if (s.out_dtypes.empty()) return not_applicable("no output");
+  const DType dt = s.out_dtypes[0];
+  StepDesc f = s;
+  for (size_t i = 0; i < f.in_dtypes.size(); ++i)
+    if (f.has_input(i)) {
+      if (f.in_dtypes[i] != dt && f.in_dtypes[i] != DType::float32) return not_applicable("inputs of the output's type");
+      f.in_dtypes[i] = DType::float32;
+    }
+  f.out_dtypes[0] = DType::float32;
+  TAC_RETURN_IF_ERROR(analyze_problem(f, p));
+  for (size_t i = 0; i < s.in_dtypes.size(); ++i)
+    if (s.has_input(i) && s.in_dtypes[i] != dt && static_cast<int>(i) != p.bias_input)
+      return not_applicable("operands and residual of the output's type");
+  return Status::ok();
+}
+
 }  // namespace tac::kernels::gemm

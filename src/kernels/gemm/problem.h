@@ -28,6 +28,11 @@ struct Problem {
   double flops() const { return 2.0 * static_cast<double>(M) * N * K * batches; }
 };
 
+// analyze_problem for a step whose tensors are all of its output's type (fp32, fp16 or bf16),
+// but a bias that may be fp32: read through an fp32 view of the step (the offsets and strides
+// are in elements either way). not_applicable where another input differs in type.
+Status analyze_typed_problem(const StepDesc& step, Problem& p);
+
 // Per-batch offsets that are i * stride for every batch i (a strided batch; stride 0: every batch
 // the same matrix): `stride`, and true; false otherwise.
 inline bool uniform_stride(const std::vector<int64_t>& off, int64_t& stride) {
