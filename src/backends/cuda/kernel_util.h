@@ -1,11 +1,14 @@
 // Small helpers for CUDA tactics (CUDA builds only): a Kernel made of a function, the context
-// captured at prepare, and launch-status conversion.
+// captured at prepare, launch-status conversion, our kernels' element type of a dtype, and
+// constant tensors uploaded at prepare.
 #pragma once
 
 #include <functional>
 #include <memory>
 
 #include "backends/cuda/context.h"
+#include "backends/cuda/device.h"
+#include "kernels/elementwise/cuda_kernels.h"
 #include "kernels/tactic.h"
 
 namespace tac::cuda {
@@ -33,6 +36,32 @@ inline Result<std::unique_ptr<kernels::Kernel>> make_kernel(FnKernel::Fn fn, siz
 inline Status launch_status(int err, const char* kernel) {
   if (err == 0) return Status::ok();
   return cuda_status(static_cast<cudaError_t>(err), kernel);
+}
+
+// Our kernels' element type for a float dtype, or not_applicable.
+inline Result<kern::Elem> elem_of(DType t) {
+  switch (t) {
+    case DType::float32: return kern::Elem::f32;
+    case DType::float16: return kern::Elem::f16;
+    case DType::bfloat16: return kern::Elem::bf16;
+    default: return kernels::not_applicable("fp32, fp16 or bf16 only");
+  }
+}
+
+// A constant tensor uploaded once, converted to `as` first unless that is its type (or
+// undefined); the copy is complete when it returns.
+inline Result<DeviceBuffer> upload(const Tensor& t, DType as = DType::undefined) {
+  const Tensor* src = &t;
+  Tensor converted;
+  if (as != DType::undefined && as != t.dtype()) {
+    TAC_ASSIGN_OR_RETURN(converted, Tensor::create(as, t.shape()));
+    for (int64_t i = 0; i < t.numel(); ++i) converted.set_f64(i, t.get_f64(i));
+    src = &converted;
+  }
+  TAC_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(src->bytes()));
+  TAC_RETURN_IF_ERROR(copy_to_device(b.get(), src->raw(), src->bytes()));
+  TAC_RETURN_IF_ERROR(synchronize());  // the host copy goes out of scope
+  return b;
 }
 
 // Estimated ns of a memory-bound step moving `bytes` (H200: ~4 TB/s copy bandwidth measured;

@@ -16,6 +16,7 @@ namespace {
 
 using cuda::kern::ChainKind;
 using cuda::kern::ChainLink;
+using cuda::elem_of;
 using cuda::kern::Elem;
 
 static_assert(cuda::kern::kNumChainKinds == static_cast<int>(ir::ChainOp::Kind::Min) + 1,
@@ -41,15 +42,6 @@ ChainKind kind_of(ir::ChainOp::Kind k) {
     case K::Min: return ChainKind::min;
   }
   return ChainKind::relu;
-}
-
-Result<Elem> elem_of(DType t) {
-  switch (t) {
-    case DType::float32: return Elem::f32;
-    case DType::float16: return Elem::f16;
-    case DType::bfloat16: return Elem::bf16;
-    default: return not_applicable("fp32, fp16 or bf16 only");
-  }
 }
 
 // The step's element type: every input present, of the output's float type and of X's shape.

@@ -200,14 +200,6 @@ double cudnn_cost(const StepDesc& s) {
   return 5000.0 + g->flops() / rate + 1000.0 * rank;
 }
 
-// A constant tensor uploaded once (host memory copied before it goes out of scope).
-Result<cuda::DeviceBuffer> upload(const Tensor& host) {
-  TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(host.bytes()));
-  TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), host.raw(), host.bytes()));
-  TAC_RETURN_IF_ERROR(cuda::synchronize());
-  return b;
-}
-
 // W [M][C/G][KH][KW] as cuDNN's NHWC filter: [M][KH][KW][C/G], any element type.
 Result<cuda::DeviceBuffer> upload_khwc(const Tensor& w) {
   const Shape& d = w.shape();
@@ -223,7 +215,7 @@ Result<cuda::DeviceBuffer> upload_khwc(const Tensor& w) {
         for (int64_t x = 0; x < KW; ++x)
           std::memcpy(dst + static_cast<size_t>(((m * KH + h) * KW + x) * Cg + c) * e,
                       src + static_cast<size_t>(((m * Cg + c) * KH + h) * KW + x) * e, e);
-  return upload(host);
+  return cuda::upload(host);
 }
 
 // cuDNN's convolution with algorithm `algo`, then (bias, residual, activation) as our epilogue
@@ -248,7 +240,7 @@ class CudnnKernel final : public Kernel {
       const Tensor* b = g_.has_bias && s.constants.size() > 2 ? s.constants[2] : nullptr;
       if (g_.has_bias && !b) return not_applicable("the fused call needs a constant bias");
       for (int64_t i = 0; i < g_.M; ++i) host.set_f64(i, b ? b->get_f64(i) : 0.0);
-      TAC_ASSIGN_OR_RETURN(bias_, upload(host));
+      TAC_ASSIGN_OR_RETURN(bias_, cuda::upload(host));
       TAC_CUDNN_CALL(cudnnCreateTensorDescriptor(&bias_desc_));
       TAC_CUDNN_CALL(cudnnSetTensor4dDescriptor(bias_desc_, CUDNN_TENSOR_NCHW, cudnn_type(g_.t), 1, static_cast<int>(g_.M), 1, 1));
       TAC_CUDNN_CALL(cudnnCreateActivationDescriptor(&act_));

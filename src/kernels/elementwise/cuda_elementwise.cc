@@ -41,15 +41,7 @@ std::vector<int64_t> ints_attr(const StepDesc& s, const char* k) {
   return a ? a->ints : std::vector<int64_t>{};
 }
 using cuda::kern::Elem;
-// The kernels' element type for a float dtype, or not_applicable.
-Result<Elem> elem_of(DType t) {
-  switch (t) {
-    case DType::float32: return Elem::f32;
-    case DType::float16: return Elem::f16;
-    case DType::bfloat16: return Elem::bf16;
-    default: return not_applicable("fp32, fp16 or bf16 only");
-  }
-}
+using cuda::elem_of;
 // Every present input (the first `n_typed`, or all) and every output of one float type.
 Result<Elem> one_float_type(const StepDesc& s, size_t n_typed = SIZE_MAX) {
   if (s.out_dtypes.empty() || s.out_dtypes[0] == DType::undefined) return not_applicable("no output");

@@ -227,14 +227,9 @@ class LtKernel final : public Kernel {
     algo_ = algos[static_cast<size_t>(index)];
     // A constant bias, uploaded once: in D's type for cuBLASLt's epilogue, in fp32 for ours.
     if (q_.bias_const && (q_.t != Elem::f32 || q_.bias_dtype != DType::float32)) {
-      const Tensor& b = *q_.bias_const;
       const DType want = q_.lt_bias ? (q_.t == Elem::f16 ? DType::float16 : q_.t == Elem::bf16 ? DType::bfloat16 : DType::float32)
                                     : DType::float32;
-      TAC_ASSIGN_OR_RETURN(Tensor host, Tensor::create(want, b.shape()));
-      for (int64_t i = 0; i < b.numel(); ++i) host.set_f64(i, b.get_f64(i));
-      TAC_ASSIGN_OR_RETURN(bias_, cuda::DeviceBuffer::allocate(host.bytes()));
-      TAC_RETURN_IF_ERROR(cuda::copy_to_device(bias_.get(), host.raw(), host.bytes()));
-      TAC_RETURN_IF_ERROR(cuda::synchronize());  // `host` goes out of scope
+      TAC_ASSIGN_OR_RETURN(bias_, cuda::upload(*q_.bias_const, want));
     }
     return Status::ok();
   }

@@ -118,12 +118,7 @@ class MmKernel final : public Kernel {
       : q_(std::move(q)), ctx_(ctx), uids_(std::move(uids)), plan_(std::move(plan)) {}
   Status init() {
     if (q_.bias_const && q_.bias_dtype != DType::float32) {
-      const Tensor& b = *q_.bias_const;
-      TAC_ASSIGN_OR_RETURN(Tensor host, Tensor::create(DType::float32, b.shape()));
-      for (int64_t i = 0; i < b.numel(); ++i) host.set_f64(i, b.get_f64(i));
-      TAC_ASSIGN_OR_RETURN(bias_, cuda::DeviceBuffer::allocate(host.bytes()));
-      TAC_RETURN_IF_ERROR(cuda::copy_to_device(bias_.get(), host.raw(), host.bytes()));
-      TAC_RETURN_IF_ERROR(cuda::synchronize());  // `host` goes out of scope
+      TAC_ASSIGN_OR_RETURN(bias_, cuda::upload(*q_.bias_const, DType::float32));
     }
     return Status::ok();
   }
