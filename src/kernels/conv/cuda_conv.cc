@@ -92,10 +92,6 @@ std::string key_of(const Conv& g) {
   return b;
 }
 
-cudnnDataType_t cudnn_type(Elem t) {
-  return t == Elem::f16 ? CUDNN_DATA_HALF : t == Elem::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-}
-
 struct ConvDescs {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
@@ -433,41 +429,38 @@ double graph_cost(const StepDesc& s) {
   return 14000.0 + c->flops() / rate + 1000.0 * R;  // after every legacy tactic (5000 + ... + 1000 * rank <= 8)
 }
 
-class GraphKernel final : public Kernel {
+class ConvGraphKernel final : public GraphPlanKernel {
  public:
-  GraphKernel(Conv c, cuda::Context* ctx, std::vector<int64_t> uids, std::shared_ptr<const cuda::dnn::Plan> plan)
-      : c_(c), ctx_(ctx), uids_(std::move(uids)), plan_(std::move(plan)) {}
+  ConvGraphKernel(Conv c, cuda::Context* ctx, std::vector<int64_t> uids, std::shared_ptr<const cuda::dnn::Plan> plan)
+      : GraphPlanKernel(ctx, std::move(uids), std::move(plan)), c_(c) {}
   Status init(const StepDesc& s) {
     if (c_.nhwc) {
       TAC_ASSIGN_OR_RETURN(w_, upload_khwc(*s.constants[1]));
     }
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return plan_->workspace_bytes(); }
-  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
-    std::vector<void*> ptrs{in[0].data, c_.nhwc ? w_.get() : in[1].data, out[0].data};
+
+ protected:
+  // x, w, y, then the bias and the residual where present (build_graph's uids).
+  Status pointers(std::span<const TensorView> in, std::span<const TensorView> out, std::vector<void*>& ptrs) override {
+    ptrs = {in[0].data, c_.nhwc ? w_.get() : in[1].data, out[0].data};
     if (c_.has_bias) ptrs.push_back(in[2].data);
     if (c_.has_res) ptrs.push_back(in[3].data);
-    return call_.run(ctx_->dnn, *plan_, uids_, ptrs, ws);
+    return Status::ok();
   }
 
  private:
   Conv c_;
-  cuda::Context* ctx_;
-  std::vector<int64_t> uids_;
-  std::shared_ptr<const cuda::dnn::Plan> plan_;
   cuda::DeviceBuffer w_;
-  cuda::dnn::Call call_;
 };
 
 template <int R>
 Result<std::unique_ptr<Kernel>> graph_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(Conv c, any_geom(s));
   TAC_ASSIGN_OR_RETURN(cuda::Context * ctx, cuda::context());
-  TAC_RETURN_IF_ERROR(graph_applies<R>(s));
   cuda::dnn::Cached* gc = graph_of(c);
-  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, graph_config_plan(*gc, R, ctx->dnn, s.workspace_limit));
-  auto k = std::make_unique<GraphKernel>(c, ctx, gc->uids, std::move(plan));
+  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, graph_config_plan(gc, R, ctx->dnn, s.workspace_limit));
+  auto k = std::make_unique<ConvGraphKernel>(c, ctx, gc->uids, std::move(plan));
   TAC_RETURN_IF_ERROR(k->init(s));
   return std::unique_ptr<Kernel>(std::move(k));
 }

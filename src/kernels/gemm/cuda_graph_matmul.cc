@@ -19,21 +19,23 @@ namespace tac::kernels {
 
 namespace {
 
+using cuda::kern::Elem;
+
 constexpr int kTactics = 4;
 const char* const kNames[kTactics] = {"cudnn_graph_mm_h0", "cudnn_graph_mm_h1", "cudnn_graph_mm_h2", "cudnn_graph_mm_h3"};
 
 struct MmProblem {
   gemm::Problem p;
-  cudnnDataType_t t = CUDNN_DATA_HALF;
+  Elem t = Elem::f16;
   int64_t a_stride = 0, b_stride = 0;  // per batch, elements (0: broadcast)
-  bool bias = false;
   const Tensor* bias_const = nullptr;  // uploaded as fp32 when not fp32 already
   DType bias_dtype = DType::float32;
+  bool has_bias() const { return p.bias_input >= 0; }
   std::string key() const {
     char buf[256];
     std::snprintf(buf, sizeof buf, "mm|%lld,%lld,%lld,%lld|%lld,%lld,%lld,%lld,%lld,%lld|%d|%d|%d,%g,%g", (long long)p.M,
                   (long long)p.N, (long long)p.K, (long long)p.batches, (long long)a_stride, (long long)p.a_rs,
-                  (long long)p.a_cs, (long long)b_stride, (long long)p.b_rs, (long long)p.b_cs, static_cast<int>(t), bias,
+                  (long long)p.a_cs, (long long)b_stride, (long long)p.b_rs, (long long)p.b_cs, static_cast<int>(t), has_bias(),
                   static_cast<int>(p.act.act), p.act.alpha, p.act.beta);
     return buf;
   }
@@ -42,16 +44,14 @@ struct MmProblem {
 Result<MmProblem> mm_problem(const StepDesc& s) {
   MmProblem q;
   if (s.out_dtypes.empty()) return not_applicable("no output");
-  const DType dt = s.out_dtypes[0];
-  if (dt == DType::float16) q.t = CUDNN_DATA_HALF;
-  else if (dt == DType::bfloat16) q.t = CUDNN_DATA_BFLOAT16;
-  else return not_applicable("fp16 or bf16 only (cuDNN's fused matmul engines use tensor cores)");
+  const auto e = cuda::elem_of(s.out_dtypes[0]);
+  if (!e || *e == Elem::f32) return not_applicable("fp16 or bf16 only (cuDNN's fused matmul engines use tensor cores)");
+  q.t = *e;
   TAC_RETURN_IF_ERROR(gemm::analyze_typed_problem(s, q.p));
   const gemm::Problem& p = q.p;
   if (p.res_input >= 0) return not_applicable("a residual (cuBLASLt takes it as its C)");
   if (p.alpha != 1) return not_applicable("alpha other than 1");
-  if (p.bias_input >= 0) {
-    q.bias = true;
+  if (q.has_bias()) {
     q.bias_dtype = s.in_dtypes[static_cast<size_t>(p.bias_input)];
     q.bias_const = s.constants[static_cast<size_t>(p.bias_input)];
     if (q.bias_dtype != DType::float32 && !q.bias_const) return not_applicable("a bias computed at run time must be fp32");
@@ -67,18 +67,19 @@ Status build_graph(cuda::dnn::Cached& gc, const MmProblem& q, cudnnHandle_t h) {
   const gemm::Problem& p = q.p;
   cuda::dnn::Graph& g = gc.g;
   const int64_t ba = q.a_stride ? p.batches : 1, bb = q.b_stride ? p.batches : 1;
-  const int64_t a = g.tensor(q.t, {ba, p.M, p.K}, {q.a_stride ? q.a_stride : p.M * p.K, p.a_rs, p.a_cs});
-  const int64_t b = g.tensor(q.t, {bb, p.K, p.N}, {q.b_stride ? q.b_stride : p.K * p.N, p.b_rs, p.b_cs});
+  const cudnnDataType_t t = cudnn_type(q.t);
+  const int64_t a = g.tensor(t, {ba, p.M, p.K}, {q.a_stride ? q.a_stride : p.M * p.K, p.a_rs, p.a_cs});
+  const int64_t b = g.tensor(t, {bb, p.K, p.N}, {q.b_stride ? q.b_stride : p.K * p.N, p.b_rs, p.b_cs});
   const std::vector<int64_t> ddims{p.batches, p.M, p.N}, dstr{p.M * p.N, p.N, 1};
-  const int64_t d = g.tensor(q.t, ddims, dstr);
+  const int64_t d = g.tensor(t, ddims, dstr);
   gc.uids = {a, b, d};
   const bool act = p.act.act != ir::Epilogue::Act::none;
-  const int stages = 1 + (q.bias ? 1 : 0) + (act ? 1 : 0);
+  const int stages = 1 + (q.has_bias() ? 1 : 0) + (act ? 1 : 0);
   int stage = 0;
   auto out = [&]() { return ++stage == stages ? d : g.tensor(CUDNN_DATA_FLOAT, ddims, dstr, /*is_virtual=*/true); };
   int64_t v = out();
   g.matmul(a, b, v);
-  if (q.bias) {
+  if (q.has_bias()) {
     const int64_t bias = g.tensor(CUDNN_DATA_FLOAT, {1, 1, p.N}, {p.N, p.N, 1});
     gc.uids.push_back(bias);
     const int64_t o = out();
@@ -110,44 +111,39 @@ double mm_cost(const StepDesc& s) {
   return 14000.0 + flops / 4e5 + 1000.0 * R;  // after every cuBLASLt tactic (5000 + flops / rate + 100 * rank)
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-class MmKernel final : public Kernel {
+class MmKernel final : public GraphPlanKernel {
  public:
   MmKernel(MmProblem q, cuda::Context* ctx, std::vector<int64_t> uids, std::shared_ptr<const cuda::dnn::Plan> plan)
-      : q_(std::move(q)), ctx_(ctx), uids_(std::move(uids)), plan_(std::move(plan)) {}
+      : GraphPlanKernel(ctx, std::move(uids), std::move(plan)), q_(std::move(q)) {}
   Status init() {
     if (q_.bias_const && q_.bias_dtype != DType::float32) {
       TAC_ASSIGN_OR_RETURN(bias_, cuda::upload(*q_.bias_const, DType::float32));
     }
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return plan_->workspace_bytes(); }
-  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
-    std::vector<void*> ptrs{in[0].data, in[1].data, out[0].data};
-    if (q_.bias) ptrs.push_back(bias_.get() ? bias_.get() : in[static_cast<size_t>(q_.p.bias_input)].data);
+
+ protected:
+  // A, B, D, then the bias where present (build_graph's uids).
+  Status pointers(std::span<const TensorView> in, std::span<const TensorView> out, std::vector<void*>& ptrs) override {
+    ptrs = {in[0].data, in[1].data, out[0].data};
+    if (q_.has_bias()) ptrs.push_back(bias_.get() ? bias_.get() : in[static_cast<size_t>(q_.p.bias_input)].data);
     // The graph's tensors promise cuDNN 16-byte alignment.
     for (void* p : ptrs)
-      if (!aligned16(p)) return internal_error("cudnn_graph_mm: an operand is not 16-byte aligned");
-    return call_.run(ctx_->dnn, *plan_, uids_, ptrs, ws);
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return internal_error("cudnn_graph_mm: an operand is not 16-byte aligned");
+    return Status::ok();
   }
 
  private:
   MmProblem q_;
-  cuda::Context* ctx_;
-  std::vector<int64_t> uids_;
-  std::shared_ptr<const cuda::dnn::Plan> plan_;
   cuda::DeviceBuffer bias_;
-  cuda::dnn::Call call_;
 };
 
 template <int R>
 Result<std::unique_ptr<Kernel>> mm_prepare(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(MmProblem q, mm_problem(s));
   TAC_ASSIGN_OR_RETURN(cuda::Context * ctx, cuda::context());
-  TAC_RETURN_IF_ERROR(mm_applies<R>(s));
   cuda::dnn::Cached* gc = graph_of(q);
-  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, graph_config_plan(*gc, R, ctx->dnn, s.workspace_limit));
+  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::dnn::Plan> plan, graph_config_plan(gc, R, ctx->dnn, s.workspace_limit));
   auto k = std::make_unique<MmKernel>(std::move(q), ctx, gc->uids, std::move(plan));
   TAC_RETURN_IF_ERROR(k->init());
   return std::unique_ptr<Kernel>(std::move(k));
