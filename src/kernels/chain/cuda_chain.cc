@@ -87,7 +87,8 @@ Result<std::vector<ChainLink>> links_of(const StepDesc& s) {
 Status chain_applies(const StepDesc& s) {
   TAC_RETURN_IF_ERROR(chain_type(s).status());
   TAC_ASSIGN_OR_RETURN(std::vector<ChainLink> links, links_of(s));
-  const size_t ws = static_cast<size_t>(cuda::kern::chain_workspace_bytes(static_cast<int>(links.size()), shape_numel(s.in_shapes[0])));
+  const size_t ws =
+      static_cast<size_t>(cuda::kern::chain_workspace_bytes(static_cast<int>(links.size()), shape_numel(s.in_shapes[0])));
   if (ws > s.workspace_limit) return workspace_over_limit(ws, s.workspace_limit);
   return Status::ok();
 }
