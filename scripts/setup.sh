@@ -20,6 +20,7 @@ packages=(cmake ninja-build g++ ccache pkg-config
           libonnx-dev libprotobuf-dev protobuf-compiler
           libgtest-dev libgmock-dev
           libdnnl-dev libopenblas-openmp-dev libsqlite3-dev libbenchmark-dev python3
+          python3-onnx python3-numpy
           libopenmpi-dev openmpi-bin)  # distributed tuning: mpirun -np N tactician tune
 missing=()
 for p in "${packages[@]}"; do
