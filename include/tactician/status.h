@@ -18,6 +18,7 @@ enum class ErrorKind {
   unsupported,       // valid ONNX that Tactician does not implement (op, dtype, attribute)
   not_applicable,    // a tactic or rewrite does not apply here (not an error for the caller)
   io_error,          // a file could not be read or written
+  out_of_memory,     // a size beyond the machine's memory, or an allocation that failed
   internal,          // a bug in Tactician
 };
 
@@ -47,6 +48,7 @@ inline Status invalid_model(std::string m) { return {ErrorKind::invalid_model, s
 inline Status invalid_argument(std::string m) { return {ErrorKind::invalid_argument, std::move(m)}; }
 inline Status unsupported(std::string m) { return {ErrorKind::unsupported, std::move(m)}; }
 inline Status io_error(std::string m) { return {ErrorKind::io_error, std::move(m)}; }
+inline Status out_of_memory(std::string m) { return {ErrorKind::out_of_memory, std::move(m)}; }
 inline Status internal_error(std::string m) { return {ErrorKind::internal, std::move(m)}; }
 
 template <class T>

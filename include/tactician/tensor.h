@@ -62,15 +62,19 @@ using Shape = std::vector<int64_t>;
 // Product of dims; -1 when it overflows int64 or a dim is negative.
 int64_t shape_numel(const Shape& s);
 std::string shape_to_string(const Shape& s);  // "[1,3,224,224]"
+// The largest buffer this process may hold: the machine's physical memory, or the address-space
+// limit (RLIMIT_AS) when lower. Sizes read from files are checked against it before allocating.
+uint64_t max_tensor_bytes();
+std::string bytes_to_string(uint64_t bytes);  // "1.5 GiB", "3.0 MiB", "512 bytes"
 
 // A dense, row-major host tensor. Copies share storage (cheap); code that creates a tensor
 // owns its contents until it hands the tensor on, and never writes into a tensor it received.
 class Tensor {
  public:
   Tensor() = default;
-  // Zero-filled. Fails (as Result) when the size overflows or exceeds `kMaxBytes`.
+  // Zero-filled. Fails (as Result, out_of_memory) when the size overflows, exceeds
+  // max_tensor_bytes() or cannot be allocated: never throws std::bad_alloc.
   static Result<Tensor> create(DType dtype, Shape shape);
-  static constexpr size_t kMaxBytes = size_t{1} << 36;  // 64 GiB: larger is a bad model
   // A tensor over memory owned by someone else (the engine's arena, a caller's buffer). The
   // memory must outlive the tensor and every copy of it.
   static Tensor wrap(void* data, DType dtype, Shape shape);

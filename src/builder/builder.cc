@@ -26,14 +26,29 @@
 
 namespace tac::builder {
 
-namespace {
-
-constexpr int kMaxPrune = 8;
+std::vector<int> step_inputs(const ir::Graph& g, const ir::Node& n) {
+  std::vector<int> inputs = n.inputs;
+  std::set<std::string> seen;  // then the outer-scope values its subgraphs read, each once
+  for (const auto& [key, a] : n.attrs) {
+    std::vector<const ir::Graph*> subs;
+    if (a.g) subs.push_back(a.g.get());
+    for (const auto& sg : a.graphs) subs.push_back(sg.get());
+    for (const ir::Graph* sg : subs)
+      for (const ir::Value& v : sg->values)
+        if (v.is_outer && seen.insert(v.name).second)
+          if (int id = g.find_value(v.name); id != ir::kNoValue) inputs.push_back(id);
+  }
+  return inputs;
+}
 
 int hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(std::min(n, 64u));
 }
+
+namespace {
+
+constexpr int kMaxPrune = 8;
 
 bool fully_known(const ir::ValueType& t) {
   if (t.kind != ir::ValueKind::tensor || !t.has_shape || t.dtype == DType::undefined) return false;
@@ -145,9 +160,14 @@ bool data_dependent(ir::OpKind op) {
          op == OpKind::RandomUniformLike || op == OpKind::Bernoulli || op == OpKind::Multinomial;
 }
 
+// A probe computes its node on placeholder data of the full shapes: bounded, so that a few bytes of
+// model cannot make the builder (or `knobs`) compute gigabytes to learn a shape.
+constexpr int64_t kMaxProbeBytes = int64_t{1} << 30;
+
 // Runs `n`'s reference kernel once on random inputs of the known shapes (constants: their real
-// data) and records its output types. not_applicable when the output shape could depend on data:
-// the output stays unknown, a dynamic value of the plan.
+// data) and records its output types. not_applicable when the output shape could depend on data
+// (or the probe would be over kMaxProbeBytes): the output stays unknown, a dynamic value of the plan.
+
 Status probe_shapes(ir::Graph& g, const ir::Node& n) {
   if (data_dependent(n.op) || !ref::reference_supports(n))
     return Status(ErrorKind::not_applicable, n.label() + ": output shape depends on data or cannot be inferred");
@@ -175,6 +195,9 @@ Status probe_shapes(ir::Graph& g, const ir::Node& n) {
     } else {
       // Only shapes matter here. Integer inputs are zeros: a valid index for every Gather-like op
       // (random integers would be out of range and make the probe fail for no reason).
+      const int64_t bytes = ir::physical_bytes(shape_of(val.type), ir::Layout::nchw, val.type.dtype);
+      if (bytes < 0 || bytes > kMaxProbeBytes)
+        return Status(ErrorKind::not_applicable, n.label() + ": input '" + val.name + "' is too large to probe");
       auto zeros = Tensor::create(val.type.dtype, shape_of(val.type));
       if (!zeros) return zeros.status();
       data[i] = dtype_is_float(val.type.dtype) ? Datum(kernels::random_tensor(val.type.dtype, shape_of(val.type), 1 + i))
@@ -185,6 +208,7 @@ Status probe_shapes(ir::Graph& g, const ir::Node& n) {
   ir::Graph empty;
   ref::Frame frame(empty, nullptr);
   ref::KernelContext kc(n, ptrs, &frame);
+  kc.max_output_bytes = kMaxProbeBytes;  // a larger output stays dynamic rather than be computed here
   try {
     ref::reference_kernel(n.op)(kc);
   } catch (const ref::KernelError& e) {
@@ -326,22 +350,6 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   TAC_RETURN_IF_ERROR(complete_shapes(m));
   if (log) *log = std::move(ctx.log);
   return m;
-}
-
-// Outer-scope values read by a node's subgraphs, as value ids of the enclosing graph.
-std::vector<int> implicit_inputs(const ir::Graph& g, const ir::Node& n) {
-  std::vector<int> out;
-  std::set<std::string> seen;
-  for (const auto& [key, a] : n.attrs) {
-    std::vector<const ir::Graph*> subs;
-    if (a.g) subs.push_back(a.g.get());
-    for (const auto& sg : a.graphs) subs.push_back(sg.get());
-    for (const ir::Graph* sg : subs)
-      for (const ir::Value& v : sg->values)
-        if (v.is_outer && seen.insert(v.name).second)
-          if (int id = g.find_value(v.name); id != ir::kNoValue) out.push_back(id);
-  }
-  return out;
 }
 
 // A value the plan holds at run time only: not a constant, and its dtype or some dim is unknown
@@ -740,8 +748,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       }
     for (const ir::Node& n : g->graph.nodes) {
       if (variant >= 2 && !values.count(n.name)) continue;
-      std::vector<int> inputs = n.inputs;
-      for (int v : implicit_inputs(g->graph, n)) inputs.push_back(v);
+      std::vector<int> inputs = step_inputs(g->graph, n);
       const kernels::StepDesc desc = step_desc(g->graph, n, inputs, threads);
       TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
       Ranked r2 = rank_tactics(desc, opts.planted_faults, opts.backend);
@@ -819,8 +826,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   for (const ir::Node& n : g.nodes) {
     PlanStep step;
     step.node = n.index;
-    step.inputs = n.inputs;
-    for (int v : implicit_inputs(g, n)) step.inputs.push_back(v);
+    step.inputs = step_inputs(g, n);
     step.outputs = n.outputs;
     kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
     if (opts.backend == kernels::Backend::cuda) desc.workspace_limit = static_cast<size_t>(view.get_int("cuda.workspace_mb")) << 20;
@@ -920,8 +926,10 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     pv.shape = shape_of(val.type);
     pv.layout = val.layout;
     const bool dynamic = dynamic_value(val);
-    pv.bytes = dynamic ? 0
-                       : static_cast<int64_t>(dtype_size(pv.dtype)) * std::max<int64_t>(0, ir::physical_numel(pv.shape, pv.layout));
+    pv.bytes = dynamic ? 0 : ir::physical_bytes(pv.shape, pv.layout, pv.dtype);
+    if (pv.bytes < 0 || static_cast<uint64_t>(pv.bytes) > max_tensor_bytes())
+      return out_of_memory("value '" + val.name + "' (" + val.type.to_string() + ") needs more than this machine's " +
+                           bytes_to_string(max_tensor_bytes()) + " of memory");
     // A constant no step reads (a Gemm bias or BatchNorm parameters a pass replaced) is not
     // part of the plan: the plan file's graph export drops it, and it is not a weight.
     if (val.initializer) pv.kind = last[v] >= 0 ? PlanValue::Kind::constant : PlanValue::Kind::unused;
@@ -1027,6 +1035,9 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   MemoryPlan mp = plan_memory(buffers, strategy);
   if (!memory_plan_is_valid(buffers, mp)) return internal_error("memory plan is invalid");
   plan.arena_bytes = mp.arena_bytes;
+  if (static_cast<uint64_t>(plan.arena_bytes) > max_tensor_bytes())
+    return out_of_memory("the plan's activations need " + bytes_to_string(static_cast<uint64_t>(plan.arena_bytes)) +
+                         " at once, more than this machine's " + bytes_to_string(max_tensor_bytes()) + " of memory");
   for (size_t v = 0; v < g.values.size(); ++v)
     if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])] + ca.byte_offset[v] + view_offset[v];
   plan.report.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

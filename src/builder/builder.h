@@ -49,6 +49,12 @@ double time_tactic_isolated(const kernels::Tactic& t, const kernels::StepDesc& s
 
 // The CPU fingerprint stamped into plans: model name and the instruction sets in use.
 std::string device_fingerprint();
+// The values a step of node `n` reads: its inputs (kNoValue where omitted), then the outer-scope
+// values its subgraphs read (If, Loop, Scan), as value ids of `g`.
+std::vector<int> step_inputs(const ir::Graph& g, const ir::Node& n);
+// The most intra-op threads a route or plan may ask for here: the knob `threads` ranges over
+// 1..hardware_threads() (the machine's hardware threads, at most 64).
+int hardware_threads();
 // The fingerprint of `backend`'s device: the CPU's above, or the GPU's ("cuda:NVIDIA H200
 // [sm_90, 143771 MiB]"; unsupported when this machine or build has no CUDA device).
 Result<std::string> device_fingerprint(kernels::Backend backend);

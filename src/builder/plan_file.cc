@@ -2,11 +2,12 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "builder/builder.h"
+#include "io/file.h"
 #include "io/onnx_export.h"
 #include "io/onnx_import.h"
+#include "ir/shape_inference.h"
 
 #ifndef TAC_VERSION
 #define TAC_VERSION "dev"
@@ -51,11 +52,73 @@ class Reader {
     return true;
   }
   bool done() const { return pos_ == s_.size(); }
+  size_t remaining() const { return s_.size() - pos_; }
 
  private:
   const std::string& s_;
   size_t pos_ = 0;
 };
+
+// A loaded plan is input: before any engine runs it, everything the runtime trusts is checked
+// against the plan's own graph. Each value's type is what its producer computes (a kernel sizes
+// its writes from its inputs and attributes, not from the buffer it was given); each value's
+// kind matches what the graph makes of it; the steps run every node once, after the producers of
+// what they read; each step's tactic applies to its node; a view step lies inside its input.
+Status validate_plan(const Plan& plan) {
+  const ir::Graph& g = plan.model.graph;
+  ir::Model inferred = plan.model;
+  TAC_RETURN_IF_ERROR(ir::infer_shapes(inferred).with_context("its graph: "));
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const ir::Value& val = g.values[v];
+    const std::string have = val.type.to_string(), want = inferred.graph.values[v].type.to_string();
+    if (have != want)
+      return invalid_argument("value '" + val.name + "' is " + have + " in the plan, its producer computes " + want);
+  }
+  using Kind = PlanValue::Kind;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const ir::Value& val = g.values[v];
+    const Kind k = plan.values[v].kind;
+    if (k == Kind::unused) continue;
+    const bool graph_input = val.is_input && !val.initializer;
+    const bool ok = (k == Kind::constant) == val.initializer.has_value() && (k != Kind::input || graph_input) &&
+                    (!graph_input || k == Kind::input || k == Kind::dynamic) && (k != Kind::arena || val.producer >= 0) &&
+                    !val.is_outer;
+    static const char* const kKindNames[] = {"unused", "arena", "constant", "input", "dynamic"};
+    if (!ok)
+      return invalid_argument("value '" + val.name + "' is stored as " + kKindNames[static_cast<int>(k)] +
+                              " in the plan, but its graph makes it " +
+                              (val.initializer ? "a constant" : graph_input ? "a graph input" : "a node's output"));
+  }
+  std::vector<bool> ready(g.values.size(), false);
+  for (size_t v = 0; v < g.values.size(); ++v) ready[v] = plan.values[v].kind == Kind::constant || plan.values[v].kind == Kind::input ||
+                                                          (plan.values[v].kind == Kind::dynamic && g.values[v].is_input);
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const PlanStep& st = plan.steps[s];
+    const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+    for (int v : st.inputs)
+      if (v != ir::kNoValue && !ready[static_cast<size_t>(v)])
+        return invalid_argument(n.label() + " reads '" + g.values[static_cast<size_t>(v)].name + "' before any step computes it");
+    for (int v : st.outputs)
+      if (v != ir::kNoValue) {
+        if (plan.values[static_cast<size_t>(v)].kind == Kind::unused)
+          return invalid_argument(n.label() + " writes '" + g.values[static_cast<size_t>(v)].name + "', which has no buffer");
+        ready[static_cast<size_t>(v)] = true;
+      }
+    const kernels::StepDesc desc = step_desc_of(plan, s);
+    if (Status a = st.tactic->applies(desc); !a)
+      return invalid_argument(n.label() + ": tactic '" + st.tactic->name + "' does not apply (" + a.message() + ")");
+    if (is_alias_step(g, st)) {
+      const PlanValue* in = st.inputs.empty() || st.inputs[0] == ir::kNoValue ? nullptr : &plan.values[static_cast<size_t>(st.inputs[0])];
+      const PlanValue* out = st.outputs.empty() || st.outputs[0] == ir::kNoValue ? nullptr : &plan.values[static_cast<size_t>(st.outputs[0])];
+      if (!in || !out || in->kind != Kind::arena || out->kind != Kind::arena || out->offset < in->offset ||
+          out->bytes > in->bytes || out->offset - in->offset > in->bytes - out->bytes)
+        return invalid_argument(n.label() + " is a view step whose output does not lie inside its input");
+    }
+  }
+  for (int v : g.outputs)
+    if (!ready[static_cast<size_t>(v)]) return invalid_argument("graph output '" + g.values[static_cast<size_t>(v)].name + "' is never computed");
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -113,11 +176,11 @@ Status save_plan(const Plan& plan, const std::string& path) {
 }
 
 Result<Plan> load_plan(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path + ": cannot open the plan");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string file = ss.str();
+  TAC_ASSIGN_OR_RETURN(const std::string file, io::read_file(path, "the plan"));
+  return load_plan_from_bytes(file, path);
+}
+
+Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& path) {
   const size_t header = sizeof kMagic + sizeof(uint32_t) + 2 * sizeof(uint64_t);
   if (file.size() < header || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0)
     return invalid_argument(path + ": not a Tactician plan");
@@ -151,6 +214,13 @@ Result<Plan> load_plan(const std::string& path) {
   int32_t threads;
   uint32_t n_dims;
   if (!r.pod(threads) || !r.pod(plan.arena_bytes) || !r.pod(n_dims)) return bad();
+  if (threads < 1 || threads > hardware_threads())
+    return invalid_argument(path + ": the plan asks for " + std::to_string(threads) + " threads; this machine runs 1 to " +
+                            std::to_string(hardware_threads()));
+  if (plan.arena_bytes < 0 || static_cast<uint64_t>(plan.arena_bytes) > max_tensor_bytes())
+    return invalid_argument(path + ": the plan's arena of " + std::to_string(plan.arena_bytes) +
+                            " bytes is negative or larger than this machine's memory (" +
+                            bytes_to_string(max_tensor_bytes()) + ")");
   for (uint32_t i = 0; i < n_dims; ++i) {
     std::string name;
     int64_t size;
@@ -170,7 +240,7 @@ Result<Plan> load_plan(const std::string& path) {
     const ir::ValueType& t = g.values[i].type;
     plan.values[i].dtype = t.dtype;
     for (const ir::Dim& d : t.dims) plan.values[i].shape.push_back(d.value);
-    plan.values[i].bytes = static_cast<int64_t>(dtype_size(t.dtype)) * std::max<int64_t>(0, shape_numel(plan.values[i].shape));
+    plan.values[i].bytes = std::max<int64_t>(0, ir::physical_bytes(plan.values[i].shape, ir::Layout::nchw, t.dtype));
   }
   uint32_t n_values;
   if (!r.pod(n_values)) return bad();
@@ -197,15 +267,15 @@ Result<Plan> load_plan(const std::string& path) {
       return invalid_argument(path + ": value '" + name + "' has layout " + ir::layout_name(pv.layout) + " but rank " +
                               std::to_string(pv.shape.size()) + (pv.is_dynamic() ? " (dynamic)" : ""));
     g.values[static_cast<size_t>(v)].layout = pv.layout;  // step_desc_of reads the graph's tags
-    pv.bytes = pv.is_dynamic() ? 0
-                               : static_cast<int64_t>(dtype_size(pv.dtype)) *
-                                     std::max<int64_t>(0, ir::physical_numel(pv.shape, pv.layout));
-    if (kind == static_cast<uint8_t>(PlanValue::Kind::arena) &&
-        (offset < 0 || offset + plan.values[static_cast<size_t>(v)].bytes > plan.arena_bytes))
+    pv.bytes = pv.is_dynamic() ? 0 : ir::physical_bytes(pv.shape, pv.layout, pv.dtype);
+    if (pv.bytes < 0) return invalid_argument(path + ": value '" + name + "' is too large (" + t.to_string() + ")");
+    if (pv.kind == PlanValue::Kind::arena &&
+        (offset < 0 || pv.bytes > plan.arena_bytes || offset > plan.arena_bytes - pv.bytes))  // no overflow
       return invalid_argument(path + ": value '" + name + "' lies outside the arena");
   }
   uint32_t n_steps;
   if (!r.pod(n_steps) || n_steps != g.nodes.size()) return bad();
+  std::vector<bool> stepped(g.nodes.size(), false);
   for (uint32_t s = 0; s < n_steps; ++s) {
     PlanStep st;
     std::string tactic;
@@ -214,6 +284,9 @@ Result<Plan> load_plan(const std::string& path) {
     if (!r.pod(st.node) || !r.str(tactic) || !r.pod(n_in) || st.node < 0 || static_cast<size_t>(st.node) >= g.nodes.size())
       return bad();
     const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+    if (stepped[static_cast<size_t>(st.node)]) return invalid_argument(path + ": " + n.label() + " has two steps");
+    stepped[static_cast<size_t>(st.node)] = true;
+    if (n_in > r.remaining()) return bad();
     for (uint32_t k = 0; k < n_in; ++k) {
       std::string name;
       if (!r.str(name)) return bad();
@@ -232,6 +305,8 @@ Result<Plan> load_plan(const std::string& path) {
       for (int v : *vs) has_dynamic = has_dynamic || (v != ir::kNoValue && plan.values[static_cast<size_t>(v)].is_dynamic());
     if (has_dynamic != st.dynamic || (st.dynamic && (!st.tactic->dynamic_shapes || st.in_place)))
       return invalid_argument(path + ": " + n.label() + " is inconsistently marked dynamic in the plan");
+    if (st.inputs != step_inputs(g, n))
+      return invalid_argument(path + ": the step of " + n.label() + " reads other values than its node");
     plan.steps.push_back(std::move(st));
   }
   uint32_t n_log;
@@ -242,6 +317,7 @@ Result<Plan> load_plan(const std::string& path) {
     plan.report.pass_log.push_back(std::move(s));
   }
   if (!r.done()) return bad();
+  TAC_RETURN_IF_ERROR(validate_plan(plan).with_context(path + ": "));
   return plan;
 }
 

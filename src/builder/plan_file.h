@@ -15,7 +15,11 @@ inline constexpr uint32_t kPlanFormatVersion = 2;
 
 Status save_plan(const Plan& plan, const std::string& path);
 // Loads and re-links a plan (tactics by name); fails when the file is corrupt, from another
-// format or tool version, or built for another device.
+// format or tool version, or built for another device. A plan is input: every offset, size,
+// count, index, type and tactic the runtime relies on is checked against the plan's own graph
+// before it is returned (validate_plan in plan_file.cc).
 Result<Plan> load_plan(const std::string& path);
+// The same from the file's bytes; `path` names the plan in errors.
+Result<Plan> load_plan_from_bytes(const std::string& bytes, const std::string& path);
 
 }  // namespace tac::builder

@@ -110,7 +110,7 @@ int cmd_build(int argc, char** argv) {
   }
   auto plan = builder::build_plan(*model, *route, *opts);
   if (!plan) {
-    std::fprintf(stderr, "tactician build: %s\n", plan.status().to_string().c_str());
+    std::fprintf(stderr, "tactician build: %s\n", plan.status().with_context(model->path + ": ").to_string().c_str());
     return plan.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
   }
   // Preparing the kernels validates the plan end to end and sizes the workspace.

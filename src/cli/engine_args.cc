@@ -10,17 +10,15 @@
 
 #include "backends/cuda/device.h"
 #include "builder/plan_file.h"
+#include "io/file.h"
 
 namespace tac::cli {
 
 Result<builder::Route> route_from_args(const Args& args) {
   std::string text = args.get("--route");
   if (args.has("--route-file")) {
-    std::ifstream in(args.get("--route-file"));
-    if (!in) return io_error(args.get("--route-file") + ": cannot open the route file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text += "\n" + ss.str();
+    TAC_ASSIGN_OR_RETURN(std::string file, io::read_file(args.get("--route-file"), "the route file"));
+    text += "\n" + file;
   }
   TAC_ASSIGN_OR_RETURN(builder::Route r, builder::Route::parse(text));
   if (args.has("--threads")) {
@@ -71,13 +69,25 @@ Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, cons
       return invalid_argument("--backend " + args.get("--backend") + ": the plan " + args.get("--plan") +
                               " was built for the " + kernels::backend_name(plan.backend) + " backend (" + plan.device +
                               "); rebuild it with --backend " + args.get("--backend"));
-    if (args.has("--threads")) plan.threads = std::max(1, std::atoi(args.get("--threads").c_str()));
+    if (model && plan.model_hash != model->hash)
+      return invalid_argument(args.get("--plan") + ": the plan was built from another model (hash " + plan.model_hash +
+                              ") than " + model->path + " (hash " + model->hash + "); rebuild the plan from it");
+    if (args.has("--threads")) {
+      const std::string t = args.get("--threads");
+      char* end = nullptr;
+      long n = std::strtol(t.c_str(), &end, 10);
+      if (t.empty() || *end || n < 1 || n > builder::hardware_threads())
+        return invalid_argument("--threads '" + t + "': this machine runs 1 to " +
+                                std::to_string(builder::hardware_threads()) + " threads");
+      plan.threads = static_cast<int>(n);
+    }
     return runtime::Engine::create(std::move(plan));
   }
   if (!model) return invalid_argument("no model and no --plan");
   TAC_ASSIGN_OR_RETURN(builder::Route route, route_from_args(args));
-  TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::build_plan(*model, route, opts));
-  return runtime::Engine::create(std::move(plan));
+  auto plan = builder::build_plan(*model, route, opts);
+  if (!plan) return plan.status().with_context(model->path + ": ");
+  return runtime::Engine::create(std::move(plan).value());
 }
 
 Result<std::vector<Tensor>> random_inputs(const runtime::Engine& e, uint64_t seed) {

@@ -1,6 +1,8 @@
 // `tactician <command> ...`: one binary, one file per subcommand.
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "cli/args.h"
@@ -65,11 +67,8 @@ void usage(FILE* f) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    usage(stderr);
-    return 2;
-  }
+namespace {
+int dispatch(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "info") return tac::cli::cmd_info(argc, argv);
   if (cmd == "run") return tac::cli::cmd_run(argc, argv);
@@ -93,4 +92,23 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "tactician: unknown command '%s'\n\n", cmd.c_str());
   usage(stderr);
   return 2;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  // Errors are Status values; an exception reaching here is a size nobody checked (bad_alloc) or
+  // a bug. Either way one clear line and a clean exit code, never std::terminate's abort.
+  try {
+    return dispatch(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tactician %s: out_of_memory: an allocation failed (the model or input asks for more "
+                         "memory than this machine gives)\n", argv[1]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tactician %s: internal: uncaught exception: %s\n", argv[1], e.what());
+  }
+  return 1;
 }

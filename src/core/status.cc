@@ -10,6 +10,7 @@ const char* error_kind_name(ErrorKind kind) {
     case ErrorKind::unsupported: return "unsupported";
     case ErrorKind::not_applicable: return "not_applicable";
     case ErrorKind::io_error: return "io_error";
+    case ErrorKind::out_of_memory: return "out_of_memory";
     case ErrorKind::internal: return "internal";
   }
   return "unknown";

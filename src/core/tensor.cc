@@ -1,11 +1,39 @@
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <limits>
+#include <new>
 
 #include "tactician/tensor.h"
 
 #include <cstddef>
 
 namespace tac {
+
+uint64_t max_tensor_bytes() {
+  // The machine's physical memory, or the address-space limit when one is lower (a tuner's
+  // candidate runs under one): no single tensor can be larger.
+  static const uint64_t limit = [] {
+    uint64_t mem = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    if (mem == 0) mem = uint64_t{1} << 36;
+    rlimit lim{};
+    if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) mem = std::min<uint64_t>(mem, lim.rlim_cur);
+    return mem;
+  }();
+  return limit;
+}
+
+std::string bytes_to_string(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  else if (bytes >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return buf;
+}
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
@@ -31,22 +59,30 @@ Result<Tensor> Tensor::create(DType dtype, Shape shape) {
   if (es == 0) return unsupported("data type " + dtype_name(dtype) + " is not supported");
   int64_t n = shape_numel(shape);
   if (n < 0) return invalid_model("tensor shape " + shape_to_string(shape) + " is invalid or too large");
-  if (static_cast<uint64_t>(n) > kMaxBytes / es)
-    return invalid_model("tensor of shape " + shape_to_string(shape) + " and type " + dtype_name(dtype) +
-                         " exceeds the size limit");
+  if (static_cast<uint64_t>(n) > max_tensor_bytes() / es)
+    return out_of_memory("tensor of shape " + shape_to_string(shape) + " and type " + dtype_name(dtype) + " needs " +
+                         bytes_to_string(static_cast<uint64_t>(n) * es) + ", more than this machine's " +
+                         bytes_to_string(max_tensor_bytes()) + " of memory");
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.numel_ = n;
   // Always allocate at least one byte so that raw() of an empty tensor is a valid pointer.
-  t.data_ = std::shared_ptr<std::byte[]>(new std::byte[std::max<size_t>(1, static_cast<size_t>(n) * es)]());
+  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(n) * es);
+  try {
+    t.data_ = std::shared_ptr<std::byte[]>(new std::byte[bytes]());
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("cannot allocate " + bytes_to_string(bytes) + " for a tensor of shape " +
+                         shape_to_string(t.shape_) + " and type " + dtype_name(dtype));
+  }
   return t;
 }
 
 Result<Tensor> Tensor::adopt(std::unique_ptr<std::string> bytes, DType dtype, Shape shape) {
   const size_t es = dtype_size(dtype);
   const int64_t n = shape_numel(shape);
-  if (es == 0 || n < 0 || !bytes || bytes->size() != static_cast<size_t>(n) * es)
+  if (es == 0 || n < 0 || static_cast<uint64_t>(n) > SIZE_MAX / es || !bytes ||
+      bytes->size() != static_cast<size_t>(n) * es)
     return invalid_model("tensor of shape " + shape_to_string(shape) + " and type " + dtype_name(dtype) +
                          " cannot own " + std::to_string(bytes ? bytes->size() : 0) + " bytes");
   // The buffer of a string long enough to live on the heap is operator new's (aligned as

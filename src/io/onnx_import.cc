@@ -1,11 +1,19 @@
 #include "io/onnx_import.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <filesystem>
 #include <memory>
 #include <set>
 #include <vector>
 
+#include <onnx/defs/schema.h>
+
+#include "io/file.h"
 #include "io/proto_convert.h"
 
 namespace tac::io {
@@ -13,6 +21,13 @@ namespace tac::io {
 namespace {
 
 std::string normalize_domain(const std::string& d) { return d == "ai.onnx" ? std::string() : d; }
+
+std::string attribute_type_word(int type) {
+  static const char* const kNames[] = {"undefined", "a float", "an int", "a string", "a tensor", "a graph",
+                                       "floats", "ints", "strings", "tensors", "graphs", "a sparse tensor",
+                                       "sparse tensors", "a type", "types"};
+  return type >= 0 && type < static_cast<int>(std::size(kNames)) ? kNames[type] : "type " + std::to_string(type);
+}
 
 class Importer {
  public:
@@ -26,16 +41,18 @@ class Importer {
   onnx::GraphProto* consumable = nullptr;
 
  private:
-  Status convert_attribute(const onnx::AttributeProto& ap, const std::set<std::string>& scope,
-                           const std::string& where, ir::Attribute& a, int depth);
+  // `schema`: ONNX's schema of the node's op at its opset, when the op is an ONNX one.
+  Status convert_attribute(const onnx::AttributeProto& ap, const onnx::OpSchema* schema,
+                           const std::set<std::string>& scope, const std::string& where, ir::Attribute& a, int depth);
 
   std::string label_;
   std::string base_dir_;
   const std::map<std::string, int64_t>& opsets_;
 };
 
-Status Importer::convert_attribute(const onnx::AttributeProto& ap, const std::set<std::string>& scope,
-                                   const std::string& where, ir::Attribute& a, int depth) {
+Status Importer::convert_attribute(const onnx::AttributeProto& ap, const onnx::OpSchema* schema,
+                                   const std::set<std::string>& scope, const std::string& where, ir::Attribute& a,
+                                   int depth) {
   using T = ir::Attribute::Type;
   const std::string what = where + ": attribute '" + ap.name() + "'";
   int type = ap.type();
@@ -53,6 +70,14 @@ Status Importer::convert_attribute(const onnx::AttributeProto& ap, const std::se
   }
   if (!ap.ref_attr_name().empty())
     return unsupported(what + " refers to a function attribute ('" + ap.ref_attr_name() + "')");
+  // An attribute of the wrong type would otherwise be read as absent (its default) by a kernel:
+  // ONNX's own schema of the op says which type each attribute has.
+  if (schema) {
+    auto it = schema->attributes().find(ap.name());
+    if (it != schema->attributes().end() && it->second.type != type)
+      return invalid_model(what + " must be " + attribute_type_word(it->second.type) + " (ONNX's " + schema->Name() +
+                           "-" + std::to_string(schema->SinceVersion()) + "), got " + attribute_type_word(type));
+  }
   switch (type) {
     case onnx::AttributeProto::FLOAT: a.type = T::f; a.f = ap.f(); break;
     case onnx::AttributeProto::INT: a.type = T::i; a.i = ap.i(); break;
@@ -175,10 +200,12 @@ Status Importer::convert_graph(const onnx::GraphProto& gp, const std::set<std::s
       n.inputs.push_back(v);
     }
     for (const auto& out : np.output()) n.outputs.push_back(out.empty() ? ir::kNoValue : g.find_value(out));
+    const onnx::OpSchema* schema =
+        n.domain.empty() && np.attribute_size() > 0 ? onnx::OpSchemaRegistry::Schema(n.op_type, n.opset, "") : nullptr;
     for (const auto& ap : np.attribute()) {
       if (ap.name().empty()) return invalid_model(where + ": an attribute has no name");
       ir::Attribute a;
-      TAC_RETURN_IF_ERROR(convert_attribute(ap, scope, where, a, depth));
+      TAC_RETURN_IF_ERROR(convert_attribute(ap, schema, scope, where, a, depth));
       if (!n.attrs.emplace(ap.name(), std::move(a)).second)
         return invalid_model(where + ": attribute '" + ap.name() + "' is given twice");
     }
@@ -277,17 +304,19 @@ Result<ir::Model> load_model_from_bytes(const std::string& bytes, const std::str
 // times through a whole-file string. Every page a copy touches first is a page fault, ~10 us on
 // the VMs these run on: loading BERT-base (410 MB) took seconds per tuner candidate.
 Result<ir::Model> load_model(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return io_error(path + ": cannot open the file");
+  TAC_ASSIGN_OR_RETURN(Fd fd, open_regular_file(path));
   Fnv h;
   std::vector<unsigned char> buf(size_t{1} << 20);
   size_t total = 0;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0; total += n) h.add(buf.data(), n);
-  if (std::ferror(f.get())) return io_error(path + ": read error");
+  for (ssize_t n; (n = read(fd.get(), buf.data(), buf.size())) != 0; total += static_cast<size_t>(n)) {
+    if (n < 0 && errno == EINTR) n = 0;
+    else if (n < 0) return io_error(path + ": read error: " + std::strerror(errno));
+    h.add(buf.data(), static_cast<size_t>(n));
+  }
   if (total == 0) return invalid_model(path + ": the file is empty");
-  if (std::fseek(f.get(), 0, SEEK_SET) != 0) return io_error(path + ": cannot seek");
+  if (lseek(fd.get(), 0, SEEK_SET) != 0) return io_error(path + ": cannot seek");
   onnx::ModelProto mp;
-  if (!mp.ParseFromFileDescriptor(fileno(f.get())))
+  if (!mp.ParseFromFileDescriptor(fd.get()))
     return invalid_model(path + ": not an ONNX model (protobuf parse failed)");
   std::string dir = std::filesystem::path(path).parent_path().string();
   return model_from_proto(mp, true, h.hex(), path, dir.empty() ? "." : dir);

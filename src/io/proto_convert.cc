@@ -1,44 +1,99 @@
 #include "io/proto_convert.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+
+#include "io/file.h"
 
 namespace tac::io {
 
 namespace {
 
-template <class Field>
-Status check_count(const Field& f, int64_t n, const std::string& what, const char* field) {
-  if (static_cast<int64_t>(f.size()) != n)
-    return invalid_model(what + ": " + field + " holds " + std::to_string(f.size()) +
-                         " values, the shape needs " + std::to_string(n));
+// The external data of a tensor: the file, opened, and the byte range the tensor reads from it.
+// The file must lie inside the model's folder, as ONNX's checker requires: a location that is
+// absolute, has a '..' component, or resolves (through symlinks) outside the folder is refused, and
+// so is anything but a regular file (a FIFO would block the reader forever).
+struct ExternalData {
+  Fd fd;
+  std::filesystem::path file;
+  int64_t offset = 0;
+};
+
+Status parse_extent(const std::string& key, const std::string& text, const std::string& what, int64_t& out) {
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, out);
+  if (text.empty() || ec != std::errc() || p != end || out < 0)
+    return invalid_model(what + ": external data " + key + " '" + text + "' is not a non-negative integer");
   return Status::ok();
 }
 
-Status read_external(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what,
-                     Tensor& t) {
+Status open_external(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what,
+                     int64_t need, ExternalData& ext) {
+  namespace fs = std::filesystem;
   std::string location;
-  int64_t offset = 0, length = -1;
+  int64_t length = -1;
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::strtoll(kv.value().c_str(), nullptr, 10);
-    else if (kv.key() == "length") length = std::strtoll(kv.value().c_str(), nullptr, 10);
+    else if (kv.key() == "offset") TAC_RETURN_IF_ERROR(parse_extent("offset", kv.value(), what, ext.offset));
+    else if (kv.key() == "length") TAC_RETURN_IF_ERROR(parse_extent("length", kv.value(), what, length));
   }
   if (location.empty()) return invalid_model(what + ": external data without a location");
   if (base_dir.empty()) return invalid_model(what + ": external data '" + location + "' but no model directory");
-  std::filesystem::path file = std::filesystem::path(base_dir) / location;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return io_error(what + ": cannot open external data file " + file.string());
-  int64_t need = static_cast<int64_t>(t.bytes());
+  const std::string where = what + ": external data location '" + location + "'";
+  const fs::path rel(location);
+  if (rel.is_absolute() || location.front() == '/')
+    return invalid_model(where + " is an absolute path; it must name a file inside the model's folder");
+  for (const fs::path& part : rel)
+    if (part == "..") return invalid_model(where + " climbs outside the model's folder ('..')");
+  std::error_code ec;
+  const fs::path root = fs::canonical(base_dir, ec);
+  if (ec) return io_error(what + ": cannot resolve the model's folder " + base_dir + ": " + ec.message());
+  ext.file = fs::canonical(root / rel, ec);
+  if (ec) return io_error(where + ": cannot open " + (root / rel).string() + ": " + ec.message());
+  auto [mismatch, _] = std::mismatch(root.begin(), root.end(), ext.file.begin(), ext.file.end());
+  if (mismatch != root.end())
+    return invalid_model(where + " resolves outside the model's folder, to " + ext.file.string());
+  int64_t size = 0;
+  auto fd = open_regular_file(ext.file.string(), &size);
+  if (!fd) return fd.status().with_context(where + ": ");
+  ext.fd = std::move(fd).value();
   if (length >= 0 && length != need)
     return invalid_model(what + ": external data length " + std::to_string(length) + " does not match the " +
                          std::to_string(need) + " bytes its shape needs");
-  if (offset < 0) return invalid_model(what + ": negative external data offset");
-  in.seekg(offset);
-  in.read(static_cast<char*>(t.raw()), need);
-  if (in.gcount() != need)
-    return invalid_model(what + ": external data file " + file.string() + " is too short");
+  if (ext.offset > size || need > size - ext.offset)
+    return invalid_model(what + ": external data file " + ext.file.string() + " is too short (" +
+                         std::to_string(size) + " bytes; the tensor needs " + std::to_string(need) +
+                         " from offset " + std::to_string(ext.offset) + ")");
   return Status::ok();
+}
+
+Status read_external(const ExternalData& ext, const std::string& what, Tensor& t) {
+  char* dst = static_cast<char*>(t.raw());
+  for (size_t done = 0, need = t.bytes(); done < need;) {
+    ssize_t n = pread(ext.fd.get(), dst + done, need - done, static_cast<off_t>(ext.offset + static_cast<int64_t>(done)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return io_error(what + ": reading external data file " + ext.file.string() + " failed");
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+// How many values the tensor's typed field (float_data, int64_data, ...) holds.
+int64_t typed_count(const onnx::TensorProto& p, DType dt) {
+  switch (dt) {
+    case DType::float32: return p.float_data_size();
+    case DType::float64: return p.double_data_size();
+    case DType::int64: return p.int64_data_size();
+    case DType::uint32:
+    case DType::uint64: return p.uint64_data_size();
+    default: return p.int32_data_size();  // int32, int16, int8, uint16, uint8, bool, float16, bfloat16
+  }
 }
 
 }  // namespace
@@ -52,47 +107,54 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
   Shape shape(p.dims().begin(), p.dims().end());
   for (int64_t d : shape)
     if (d < 0) return invalid_model(what + ": negative dimension in " + shape_to_string(shape));
+  // The data present is checked against the shape before anything is allocated: a few bytes of
+  // model may declare a tensor of any size.
+  const int64_t n = shape_numel(shape);
+  if (n < 0 || static_cast<uint64_t>(n) > static_cast<uint64_t>(INT64_MAX) / dtype_size(dt))
+    return invalid_model(what + ": shape " + shape_to_string(shape) + " is too large");
+  const int64_t need = n * static_cast<int64_t>(dtype_size(dt));
+  ExternalData ext;
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    TAC_RETURN_IF_ERROR(open_external(p, base_dir, what, need, ext));
+  } else if (p.has_raw_data()) {
+    if (p.raw_data().size() != static_cast<uint64_t>(need))
+      return invalid_model(what + ": raw_data has " + std::to_string(p.raw_data().size()) + " bytes, shape " +
+                           shape_to_string(shape) + " of " + dtype_name(dt) + " needs " + std::to_string(need));
+  } else if (typed_count(p, dt) != n) {
+    return invalid_model(what + ": the tensor holds " + std::to_string(typed_count(p, dt)) +
+                         " values, its shape " + shape_to_string(shape) + " needs " + std::to_string(n));
+  }
   auto created = Tensor::create(dt, shape);
   if (!created) return created.status().with_context(what + ": ");
   Tensor t = std::move(created).value();
-  const int64_t n = t.numel();
-  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    TAC_RETURN_IF_ERROR(read_external(p, base_dir, what, t));
+  if (ext.fd.get() >= 0) {
+    TAC_RETURN_IF_ERROR(read_external(ext, what, t));
     return t;
   }
   if (p.has_raw_data()) {
-    if (p.raw_data().size() != t.bytes())
-      return invalid_model(what + ": raw_data has " + std::to_string(p.raw_data().size()) + " bytes, shape " +
-                           shape_to_string(shape) + " of " + dtype_name(dt) + " needs " + std::to_string(t.bytes()));
     std::memcpy(t.raw(), p.raw_data().data(), t.bytes());
     return t;
   }
   switch (dt) {
     case DType::float32:
-      TAC_RETURN_IF_ERROR(check_count(p.float_data(), n, what, "float_data"));
       for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = p.float_data(static_cast<int>(i));
       break;
     case DType::float64:
-      TAC_RETURN_IF_ERROR(check_count(p.double_data(), n, what, "double_data"));
       for (int64_t i = 0; i < n; ++i) t.data<double>()[i] = p.double_data(static_cast<int>(i));
       break;
     case DType::int64:
-      TAC_RETURN_IF_ERROR(check_count(p.int64_data(), n, what, "int64_data"));
       for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = p.int64_data(static_cast<int>(i));
       break;
     case DType::uint32:
     case DType::uint64:
-      TAC_RETURN_IF_ERROR(check_count(p.uint64_data(), n, what, "uint64_data"));
       for (int64_t i = 0; i < n; ++i) t.set_i64(i, static_cast<int64_t>(p.uint64_data(static_cast<int>(i))));
       break;
     case DType::float16:
     case DType::bfloat16:  // stored as raw 16-bit patterns in int32_data
-      TAC_RETURN_IF_ERROR(check_count(p.int32_data(), n, what, "int32_data"));
       for (int64_t i = 0; i < n; ++i)
         t.data<uint16_t>()[i] = static_cast<uint16_t>(p.int32_data(static_cast<int>(i)));
       break;
     default:  // int32, int16, int8, uint16, uint8, bool
-      TAC_RETURN_IF_ERROR(check_count(p.int32_data(), n, what, "int32_data"));
       for (int64_t i = 0; i < n; ++i) t.set_i64(i, p.int32_data(static_cast<int>(i)));
       break;
   }

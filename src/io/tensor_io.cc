@@ -3,20 +3,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/file.h"
 #include "io/proto_convert.h"  // before onnx-data.pb.h: it defines ONNX_API
 #include <onnx/onnx-data.pb.h>
 
 namespace tac::io {
 
 namespace {
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path + ": cannot open the file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

@@ -1,5 +1,7 @@
 #include "ir/layout.h"
 
+#include <cstdint>
+
 #include <cstring>
 
 namespace tac::ir {
@@ -17,7 +19,13 @@ const char* layout_name(Layout l) {
 int64_t physical_numel(const Shape& s, Layout l) {
   if (!is_blocked(l) || s.size() != 4) return shape_numel(s);
   const int64_t b = layout_block(l);
-  return s[0] * ((s[1] + b - 1) / b * b) * s[2] * s[3];
+  if (s[1] < 0 || s[1] > INT64_MAX - b) return -1;
+  return shape_numel({s[0], (s[1] + b - 1) / b * b, s[2], s[3]});
+}
+
+int64_t physical_bytes(const Shape& logical, Layout l, DType dtype) {
+  const int64_t n = physical_numel(logical, l), es = static_cast<int64_t>(dtype_size(dtype));
+  return n < 0 || (es > 0 && n > INT64_MAX / es) ? -1 : n * es;
 }
 
 Tensor to_layout(const Tensor& plain, Layout l) {

@@ -23,8 +23,11 @@ const char* layout_name(Layout l);  // "nchw", "nhwc", "nchw16c", "nchw8c"
 inline int64_t layout_block(Layout l) { return l == Layout::nchw16c ? 16 : l == Layout::nchw8c ? 8 : 1; }
 inline bool is_blocked(Layout l) { return layout_block(l) > 1; }
 
-// Elements the buffer holds (the logical count, or N * ceil(C/b)*b * H * W when blocked).
+// Elements the buffer holds (the logical count, or N * ceil(C/b)*b * H * W when blocked); -1 when
+// a dim is negative or the count overflows.
 int64_t physical_numel(const Shape& logical, Layout l);
+// Bytes of that buffer for `dtype`; -1 when it overflows int64.
+int64_t physical_bytes(const Shape& logical, Layout l, DType dtype);
 // Offset of logical element (n, c, h, w) of a 4-D value of `logical` shape [N, C, H, W].
 inline int64_t layout_offset(const Shape& s, Layout l, int64_t n, int64_t c, int64_t h, int64_t w) {
   const int64_t C = s[1], H = s[2], W = s[3];

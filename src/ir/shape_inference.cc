@@ -1,5 +1,8 @@
 #include "ir/shape_inference.h"
 
+#include <climits>
+#include <cmath>
+
 #include <algorithm>
 #include <functional>
 
@@ -407,6 +410,77 @@ void infer_node(Graph& g, const Node& n) {
         const Dim& e = y->dims[static_cast<size_t>(ax)];
         d = d.known() && e.known() ? known(d.value + e.value) : Dim{};
       }
+      r.set(0, t);
+      return;
+    }
+    // Sizes given by constant inputs: known at build time, so a plan sizes them (and refuses
+    // a size beyond the machine's memory) without computing them first.
+    case OpKind::ConstantOfShape: {
+      const Tensor* shape = r.constant(0);
+      if (!shape || shape->rank() != 1) return;
+      ValueType t;
+      const Attribute* v = n.attr("value");
+      t.dtype = v && v->type == Attribute::Type::t ? v->t.dtype() : DType::float32;
+      t.has_shape = true;
+      for (int64_t i = 0; i < shape->numel(); ++i) {
+        if (shape->get_i64(i) < 0) return;  // the kernel says what is wrong
+        t.dims.push_back(known(shape->get_i64(i)));
+      }
+      r.set(0, t);
+      return;
+    }
+    case OpKind::Expand: {
+      const Tensor* shape = r.constant(1);
+      if (!x || !shape || shape->rank() != 1) return;
+      ValueType target;
+      target.dtype = x->dtype;
+      target.has_shape = true;
+      for (int64_t i = 0; i < shape->numel(); ++i) target.dims.push_back(known(shape->get_i64(i)));
+      for (const Dim& d : target.dims)
+        if (d.value < 0) return;
+      r.set(0, r.broadcast({x, &target}));
+      return;
+    }
+    case OpKind::Tile: {
+      const Tensor* reps = r.constant(1);
+      if (!x || !x->has_shape || !reps || reps->numel() != static_cast<int64_t>(x->dims.size())) return;
+      ValueType t = *x;
+      for (size_t i = 0; i < t.dims.size(); ++i) {
+        const int64_t k = reps->get_i64(static_cast<int64_t>(i));
+        if (k < 0) return;
+        if (!t.dims[i].known()) continue;
+        if (k != 0 && t.dims[i].value > INT64_MAX / k) r.fail("tile repeats overflow dim " + std::to_string(i));
+        t.dims[i] = known(t.dims[i].value * k);
+      }
+      r.set(0, t);
+      return;
+    }
+    case OpKind::Range: {
+      const Tensor *start = r.constant(0), *limit = r.constant(1), *delta = r.constant(2);
+      if (!start || !limit || !delta || start->numel() != 1 || limit->numel() != 1 || delta->numel() != 1) return;
+      ValueType t;
+      t.dtype = start->dtype();
+      t.has_shape = true;
+      // ONNX: max(ceil((limit - start) / delta), 0) elements, computed as the reference kernel
+      // does (ops_shape.cc range_kernel); where it would refuse, the rule leaves the shape open.
+      int64_t count = 0;
+      if (dtype_is_float(t.dtype)) {
+        const double s0 = start->get_f64(0), l0 = limit->get_f64(0), d0 = delta->get_f64(0);
+        if (d0 == 0 || !std::isfinite(s0) || !std::isfinite(l0) || !std::isfinite(d0)) return;
+        const double nf = std::max(0.0, std::ceil((l0 - s0) / d0));
+        if (nf > 1e12) return;
+        count = static_cast<int64_t>(nf);
+      } else {
+        const int64_t s0 = start->get_i64(0), l0 = limit->get_i64(0), d0 = delta->get_i64(0);
+        if (d0 == 0 || t.dtype == DType::boolean) return;
+        const __int128 span = static_cast<__int128>(l0) - s0, step = d0;
+        __int128 n128 = 0;
+        if (step > 0 && span > 0) n128 = (span + step - 1) / step;
+        if (step < 0 && span < 0) n128 = (-span - step - 1) / -step;
+        if (n128 > (__int128{1} << 40)) return;
+        count = static_cast<int64_t>(n128);
+      }
+      t.dims = {known(count)};
       r.set(0, t);
       return;
     }

@@ -1,5 +1,7 @@
 #include "reference/kernel.h"
 
+#include <algorithm>
+
 #include "reference/interpreter.h"
 
 namespace tac::ref {
@@ -25,6 +27,12 @@ bool KernelContext::wants_output(size_t i) const { return i < node.outputs.size(
 
 Tensor& KernelContext::make_output(size_t i, DType dtype, Shape shape) {
   if (i >= outputs_.size()) outputs_.resize(i + 1);  // unused trailing outputs: kept, never stored
+  if (max_output_bytes >= 0) {
+    const int64_t n = shape_numel(shape);
+    if (n < 0 || static_cast<uint64_t>(n) > static_cast<uint64_t>(max_output_bytes) / std::max<size_t>(1, dtype_size(dtype)))
+      throw KernelError{Status(ErrorKind::not_applicable, node.label() + ": output " + std::to_string(i) + " of shape " +
+                                                              shape_to_string(shape) + " is over the size limit")};
+  }
   auto t = Tensor::create(dtype, std::move(shape));
   if (!t) throw KernelError{t.status().with_context(node.label() + ": ")};
   outputs_[i] = Datum(std::move(t).value());

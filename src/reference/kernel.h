@@ -38,6 +38,9 @@ class KernelContext {
   bool wants_output(size_t i) const;            // declared and not omitted
   // Allocates output i zero-filled (fails on absurd sizes) and returns it for filling.
   Tensor& make_output(size_t i, DType dtype, Shape shape);
+  // Where >= 0, make_output refuses outputs of more bytes with a not_applicable KernelError (the
+  // builder's constant folding: a huge constant is not folded, and not computed either).
+  int64_t max_output_bytes = -1;
   void set_output(size_t i, Tensor t);
   void set_output_datum(size_t i, Datum d);
   std::vector<Datum>& outputs() { return outputs_; }

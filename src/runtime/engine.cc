@@ -3,14 +3,17 @@
 #include <chrono>
 #include <optional>
 #include <cstring>
+#include <new>
 
 #include "reference/interpreter.h"
 
 namespace tac::runtime {
 
 namespace {
+// A 64-byte aligned block of `bytes`; nullptr when it cannot be allocated.
 std::byte* aligned_block(std::unique_ptr<std::byte[]>& storage, int64_t bytes) {
-  storage.reset(new std::byte[static_cast<size_t>(bytes) + 64]);
+  storage.reset(new (std::nothrow) std::byte[static_cast<size_t>(bytes) + 64]);
+  if (!storage) return nullptr;
   return reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(storage.get()) + 63) & ~uintptr_t{63});
 }
 }  // namespace
@@ -26,7 +29,8 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     return unsupported("the plan has dynamic steps or inputs, which the " + std::string(kernels::backend_name(p.backend)) +
                        " backend does not run (rebuild it with --backend cpu)");
   if (on_device) TAC_RETURN_IF_ERROR(e->create_device_memory());
-  else e->arena_ = aligned_block(e->arena_storage_, p.arena_bytes);
+  else if (!(e->arena_ = aligned_block(e->arena_storage_, p.arena_bytes)))
+    return out_of_memory("cannot allocate the plan's arena of " + bytes_to_string(static_cast<uint64_t>(p.arena_bytes)));
   std::vector<size_t> input_pos(g.values.size(), SIZE_MAX);
   for (size_t i = 0; i < g.inputs.size(); ++i) input_pos[static_cast<size_t>(g.inputs[i])] = i;
   auto view_of = [&](int v) -> kernels::TensorView {
@@ -102,7 +106,8 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     e->workspace_ = static_cast<std::byte*>(e->dev_workspace_.get());
     TAC_RETURN_IF_ERROR(cuda::synchronize().with_context("preparing the CUDA plan: "));
   } else {
-    e->workspace_ = aligned_block(e->workspace_storage_, workspace);
+    if (!(e->workspace_ = aligned_block(e->workspace_storage_, workspace)))
+      return out_of_memory("cannot allocate the kernels' workspace of " + bytes_to_string(static_cast<uint64_t>(workspace)));
   }
   return e;
 }

@@ -56,3 +56,87 @@ def random_input(path, shape, seed=1):
     with open(path, "wb") as f:
         f.write(numpy_helper.from_array(arr, "x").SerializeToString())
     return path
+
+
+# ---- plans: the binary format of src/builder/plan_file.cc, parsed and written back with a valid
+# checksum (an attacker can recompute FNV-1a; the loader must not rely on it) ----
+import struct
+
+PLAN_MAGIC = b"TACPLAN\0"
+
+
+def fnv1a(data):
+    h = 1469598103934665603
+    for c in data:
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+class Plan:
+    """The fields of a plan file, editable; write() recomputes the header and checksum."""
+
+    def __init__(self, path):
+        raw = open(path, "rb").read()
+        assert raw[:8] == PLAN_MAGIC, "not a plan"
+        self.version, size, _ = struct.unpack_from("<IQQ", raw, 8)
+        self._b, self._p = raw[28:], 0
+        self.tool, self.device, self.model_hash, self.route = (self._str() for _ in range(4))
+        self.threads, self.arena = self._pod("<i"), self._pod("<q")
+        self.dims = [(self._str(), self._pod("<q")) for _ in range(self._pod("<I"))]
+        self.model_bytes = self._str()
+        self.values = [[self._str(), self._pod("<B"), self._pod("<B"), self._pod("<q")] for _ in range(self._pod("<I"))]
+        self.steps = []
+        for _ in range(self._pod("<I")):
+            node, tactic = self._pod("<i"), self._str()
+            inputs = [self._str() for _ in range(self._pod("<I"))]
+            self.steps.append([node, tactic, inputs, self._pod("<B"), self._pod("<B")])
+        self.log = [self._str() for _ in range(self._pod("<I"))]
+        assert self._p == len(self._b), "trailing bytes"
+
+    def _pod(self, fmt):
+        (v,) = struct.unpack_from(fmt, self._b, self._p)
+        self._p += struct.calcsize(fmt)
+        return v
+
+    def _str(self):
+        n = self._pod("<Q")
+        s = self._b[self._p:self._p + n]
+        self._p += n
+        return s
+
+    def value(self, name):
+        return next(v for v in self.values if v[0] == name.encode())
+
+    def model(self):
+        m = onnx.ModelProto()
+        m.ParseFromString(self.model_bytes)
+        return m
+
+    def write(self, path):
+        out = bytearray()
+        s = lambda b: out.extend(struct.pack("<Q", len(b)) + b)  # noqa: E731
+        for b in (self.tool, self.device, self.model_hash, self.route):
+            s(b)
+        out += struct.pack("<iqI", self.threads, self.arena, len(self.dims))
+        for name, size in self.dims:
+            s(name)
+            out += struct.pack("<q", size)
+        s(self.model_bytes)
+        out += struct.pack("<I", len(self.values))
+        for name, kind, layout, offset in self.values:
+            s(name)
+            out += struct.pack("<BBq", kind, layout, offset)
+        out += struct.pack("<I", len(self.steps))
+        for node, tactic, inputs, in_place, dynamic in self.steps:
+            out += struct.pack("<i", node)
+            s(tactic)
+            out += struct.pack("<I", len(inputs))
+            for i in inputs:
+                s(i)
+            out += struct.pack("<BB", in_place, dynamic)
+        out += struct.pack("<I", len(self.log))
+        for line in self.log:
+            s(line)
+        with open(path, "wb") as f:
+            f.write(PLAN_MAGIC + struct.pack("<IQQ", self.version, len(out), fnv1a(bytes(out))) + bytes(out))
+        return path

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -31,7 +32,7 @@ CASES = []  # (name, function)
 # What a crash, a sanitizer finding or an escaped exception prints: never acceptable.
 BAD_OUTPUT = re.compile(r"AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer|runtime error:|"
                         r"terminate called|std::bad_alloc|Segmentation fault|core dumped|"
-                        r"what\(\):|Assertion .* failed")
+                        r"what\(\):|Assertion .* failed|uncaught exception")
 
 
 def case(name):
@@ -72,22 +73,39 @@ class Ctx:
         return p
 
     def run(self, *args, timeout=60, env=None, stdin=None):
-        """Runs tactician ARGS; a run past `timeout` is a hang and fails the case."""
+        """Runs tactician ARGS; a run past `timeout` is a hang and fails the case. The result has
+        the command's own peak memory (reaped with wait4)."""
         argv = [self.tactician] + [str(a) for a in args]
         t0 = time.monotonic()
         e = dict(os.environ)
         e.update(env or {})
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.dir, env=e,
                              stdin=subprocess.DEVNULL if stdin is None else stdin, start_new_session=True)
-        try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, err = p.communicate()
-            raise CaseFailed(f"`{' '.join(argv)}` hung: still running after {timeout} s\n"
-                             f"{(out + err).decode(errors='replace')[-1500:]}")
-        return Result(argv, p.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
-                      time.monotonic() - t0)
+        chunks = {p.stdout: [], p.stderr: []}
+        readers = [threading.Thread(target=lambda f=f: chunks[f].append(f.read())) for f in chunks]
+        for t in readers:
+            t.start()
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - t0 > timeout:
+                os.killpg(p.pid, signal.SIGKILL)
+                os.wait4(p.pid, 0)
+                p.returncode = -9  # Popen must not wait for it again
+                for t in readers:
+                    t.join()
+                raise CaseFailed(f"`{' '.join(argv)}` hung: still running after {timeout} s\n"
+                                 f"{b''.join(chunks[p.stdout] + chunks[p.stderr]).decode(errors='replace')[-1500:]}")
+            time.sleep(0.01)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        for t in readers:
+            t.join()
+        r = Result(argv, p.returncode, b"".join(chunks[p.stdout]).decode(errors="replace"),
+                   b"".join(chunks[p.stderr]).decode(errors="replace"), time.monotonic() - t0)
+        r.peak_mib = usage.ru_maxrss / 1024
+        self.peak_mib = max(getattr(self, "peak_mib", 0), r.peak_mib)
+        return r
 
     def clean(self, r):
         """No crash, no sanitizer report, no escaped exception."""
@@ -197,4 +215,5 @@ def main():
 
 
 if __name__ == "__main__":
+    sys.modules["hostile"] = sys.modules[__name__]  # the cases register here, not in a second copy
     sys.exit(main())

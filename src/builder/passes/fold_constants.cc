@@ -31,7 +31,7 @@ bool is_random(ir::OpKind op) {
 }
 
 // Folding must not blow the model up: ConstantOfShape/Expand/Tile can make huge constants.
-constexpr int64_t kMaxFoldedBytes = int64_t{64} << 20;
+constexpr uint64_t kMaxFoldedBytes = uint64_t{64} << 20;
 
 }  // namespace
 
@@ -86,18 +86,32 @@ Status fold_constants(ir::Graph& g, PassContext& ctx) {
       ptrs.push_back(&data[i]);
     }
     if (!all_const) continue;
+    // Outputs whose size shape inference knows are checked before anything is computed; the
+    // others are refused by the kernel as it allocates them (max_output_bytes).
+    bool over = false;
+    for (int v : n.outputs)
+      if (v != ir::kNoValue && fully_known(g.values[static_cast<size_t>(v)].type)) {
+        const ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
+        Shape s;
+        for (const ir::Dim& d : t.dims) s.push_back(d.value);
+        const int64_t numel = shape_numel(s);
+        over = over || numel < 0 || static_cast<uint64_t>(numel) > kMaxFoldedBytes / std::max<size_t>(1, dtype_size(t.dtype));
+      }
+    if (over) continue;
     ir::Graph empty;
     ref::Frame frame(empty, nullptr);
     ref::KernelContext kc(n, ptrs, &frame);
+    kc.max_output_bytes = static_cast<int64_t>(kMaxFoldedBytes);
     try {
       ref::reference_kernel(n.op)(kc);
     } catch (const ref::KernelError& e) {
+      if (e.status.kind() == ErrorKind::not_applicable) continue;  // too large to fold: it runs as a step
       return e.status;  // the node would fail at run time as well: say so now, naming it
     }
     bool small = true;
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Datum& d = kc.outputs()[i];
-      if (n.outputs[i] != ir::kNoValue && (d.kind != Datum::Kind::tensor || static_cast<int64_t>(d.tensor.bytes()) > kMaxFoldedBytes))
+      if (n.outputs[i] != ir::kNoValue && (d.kind != Datum::Kind::tensor || d.tensor.bytes() > kMaxFoldedBytes))
         small = false;
     }
     if (!small) continue;
