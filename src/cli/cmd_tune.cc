@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
+#include <string>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -166,11 +168,21 @@ int cmd_tune(int argc, char** argv) {
     probe.close();
     std::filesystem::remove(o.out_dir + "/.write-test", ec);
   }
-  auto summary = tuner::tune(o, [&](const std::string& line) {
+  auto progress = [&](const std::string& line) {
+    if (line.rfind("warning: ", 0) == 0) {  // shown even with --quiet, on a line of its own
+      std::fprintf(stderr, "%stactician tune: %s\n", tty && !quiet ? "\r\033[K" : "", line.c_str());
+      return;
+    }
     if (quiet) return;
     if (tty) std::fprintf(stderr, "\r\033[K%s", line.c_str());
     else std::fprintf(stderr, "%s\n", line.c_str());
-  });
+  };
+  Result<tuner::TuneSummary> summary = internal_error("tune did not run");
+  try {  // the tuner returns errors as values; this only guarantees its cleanup runs (stack unwinding)
+    summary = tuner::tune(o, progress);
+  } catch (const std::exception& e) {
+    summary = internal_error(std::string("uncaught exception: ") + e.what());
+  }
   if (tty && !quiet) std::fprintf(stderr, "\n");
   if (!summary) return finish(fail(summary.status(), summary.status().kind() == ErrorKind::invalid_argument ? 2 : 1));
   const tuner::TuneSummary& s = *summary;

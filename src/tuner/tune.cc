@@ -260,7 +260,8 @@ Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std:
   if (expected.empty()) {
     TAC_ASSIGN_OR_RETURN(expected, ref::run_model(m, inputs));
   }
-  fs::create_directories(dir);
+  if (std::error_code ec; !fs::create_directories(dir, ec) && ec)
+    return io_error(dir + ": cannot create the tuner's data folder: " + ec.message());
   for (size_t k = 0; k < inputs.size(); ++k)
     TAC_RETURN_IF_ERROR(io::save_tensor_pb(inputs[k].tensor, "", dir + "/input_" + std::to_string(k) + ".pb"));
   for (size_t k = 0; k < expected.size(); ++k) {
@@ -377,10 +378,21 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return r.to_string();
   };
 
-  // Resume: what this model/device/version already has in the database.
+  // Resume: what this model/device/version already has in the database. Rows are input: a row
+  // that cannot be read or makes no sense (the file was edited or damaged) is left out with a
+  // warning naming it, not trusted and not fatal: its route is simply evaluated again if the
+  // search proposes it, and the fresh record (the latest row of a route wins) replaces it. Failing
+  // the whole tune would leave the user to repair an SQLite file by hand or lose every good row.
   History history;
   std::map<std::string, CandidateRecord> by_route;
-  TAC_ASSIGN_OR_RETURN(auto previous, db->all(model.hash, device, version));
+  std::vector<CandidateRecord> previous;
+  {
+    std::vector<std::string> skipped;
+    TAC_ASSIGN_OR_RETURN(auto rows, db->all(model.hash, device, version, &skipped));
+    previous = usable_candidates(std::move(rows), opts.db_path, skipped);
+    for (const std::string& why : skipped)
+      if (progress) progress("warning: " + why + "; row ignored (its route is evaluated again if proposed)");
+  }
   for (const CandidateRecord& rec : previous) {
     by_route[rec.route] = rec;
     auto route = builder::Route::parse(rec.route);
@@ -519,8 +531,8 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   if (def.status != "ok")
     return Status(def.status == "rejected" ? ErrorKind::invalid_argument : ErrorKind::unsupported,
                   "the default route did not pass (" + def.status + ": " + def.reason + ")");
-  for (const auto& [route, rec] : by_route)
-    if (point_of(space, *builder::Route::parse(rec.route), threads)) add_entry(rec);
+  for (const auto& [text, rec] : by_route)
+    if (auto route = builder::Route::parse(rec.route); route && point_of(space, *route, threads)) add_entry(rec);
   add_entry(def);
   // The incumbent starts as the default, measured at rung 1 too, so that promotions to rung 1
   // compare like with like; a better resumed candidate has to win its acceptance test again.
@@ -891,14 +903,16 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (!d) break;
     TAC_RETURN_IF_ERROR(handle(*d));
   }
-  if (pool->live() == 0) return internal_error("every evaluator rank was lost: the search cannot go on");
+  if (pool->live() == 0)
+    return internal_error("every evaluator rank was lost: the search cannot go on");
   if (std::string why = budget_left(); !why.empty()) sum.stop_reason = why;
   else sum.stop_reason = "search space exhausted by " + who;
   CandidateRecord best_rec = entries[incumbent].rec;
 
   // Final comparison: final_rounds paired measurements (default and best in one child, timed in
-  // alternating blocks), careful, on the reference evaluator (one device). When nothing beat the default, the default is timed alone: comparing it with itself
-  // would only report the noise as a speed-up.
+  // alternating blocks), careful, on the reference evaluator (one device). When nothing beat the
+  // default, the default is timed alone: comparing it with itself would only report the noise as a
+  // speed-up.
   std::vector<double> da, db_;
   std::vector<double> ratios;
   const bool same = best_rec.route == def.route;
@@ -934,7 +948,11 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     sum.speedup = sum.speedup_low = sum.speedup_high = 1;
   }
   sum.best_route = best_rec.route;
-  sum.best_metrics_json = best_rec.metrics_json.empty() ? "[]" : best_rec.metrics_json;
+  // Embedded in summary.json as it is: only the accuracy gate's own JSON list (a resumed record's
+  // text was validated; a fresh one comes from the child).
+  sum.best_metrics_json = parse_metrics_json(best_rec.metrics_json).is_ok() && !best_rec.metrics_json.empty()
+                              ? best_rec.metrics_json
+                              : "[]";
 
   if (!opts.out_dir.empty()) {
     EvalRequest save = request(best_rec.route, 0);
@@ -942,12 +960,19 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     save.save_plan = opts.out_dir + "/best.plan";
     EvalResult rs = evaluate_in_child(save, opts.limits);
     if (rs.status != "ok") return internal_error("could not rebuild the best route to save it: " + rs.reason);
-    std::ofstream(opts.out_dir + "/best.route") << "# tactician tune " << opts.model_path << ": best route, "
-                                                << fmt(sum.speedup, 3) << "x the default\n"
-                                                << best_rec.route << "\n";
+    auto write = [](const std::string& path, const std::string& text) -> Status {
+      std::ofstream f(path, std::ios::binary);
+      f << text;
+      f.close();
+      return f ? Status::ok() : io_error(path + ": cannot write it");
+    };
+    TAC_RETURN_IF_ERROR(write(opts.out_dir + "/best.route", "# tactician tune " + opts.model_path + ": best route, " +
+                                                                fmt(sum.speedup, 3) + "x the default\n" + best_rec.route +
+                                                                "\n"));
     sum.wall_s = elapsed();
-    std::ofstream(opts.out_dir + "/summary.json") << sum.to_json() << "\n";
-    TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html"));
+    TAC_RETURN_IF_ERROR(write(opts.out_dir + "/summary.json", sum.to_json() + "\n"));
+    std::vector<std::string> skipped;  // the report lists them
+    TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html", &skipped));
   }
   sum.wall_s = elapsed();
   return sum;
@@ -955,9 +980,12 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
 
 Result<Explanation> explain(const TuneOptions& opts) {
   TAC_ASSIGN_OR_RETURN(ir::Model model, io::load_model(opts.model_path));
-  TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path));
+  TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path, Database::Mode::read_only));
   TAC_ASSIGN_OR_RETURN(const std::string device, builder::device_fingerprint(opts.backend));
-  TAC_ASSIGN_OR_RETURN(auto records, db->all(model.hash, device, TAC_VERSION));
+  Explanation ex;
+  TAC_ASSIGN_OR_RETURN(auto rows, db->all(model.hash, device, TAC_VERSION, &ex.warnings));
+  const std::vector<CandidateRecord> records = usable_candidates(std::move(rows), opts.db_path, ex.warnings);
+  for (std::string& w : ex.warnings) w += "; row ignored";
   const CandidateRecord* best = nullptr;
   const std::string threads = "threads=" + std::to_string(opts.threads);
   for (const CandidateRecord& r : records)  // same thread count only: otherwise not comparable
@@ -965,7 +993,6 @@ Result<Explanation> explain(const TuneOptions& opts) {
   if (!best)
     return invalid_argument(opts.db_path + ": no successful candidate for " + opts.model_path + " at " + threads +
                             " on this device and tool version; run `tactician tune` first");
-  Explanation ex;
   ex.best_route = best->route;
   TAC_ASSIGN_OR_RETURN(builder::Route win, builder::Route::parse(best->route));
   win.values.erase("threads");

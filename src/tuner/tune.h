@@ -117,6 +117,8 @@ IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& k
 // Durations: "90s", "10m", "1h", "1h30m", "45" (seconds). Errors name the text.
 Result<double> parse_duration(const std::string& text);
 
+// Progress lines start with "[tune] "; a line starting with "warning: " is a warning (a database
+// row left out as unreadable), to show even where progress is not.
 using Progress = std::function<void(const std::string& line)>;
 Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress);
 
@@ -132,9 +134,11 @@ struct Explanation {
   std::string best_route;
   double default_ms = 0, best_ms = 0;
   std::vector<KnobShare> knobs;  // largest share first
+  std::vector<std::string> warnings;  // database rows left out as unreadable (Database, validate_candidate)
 };
-// Uses the database's best `ok` record for this model on this device and tool version;
-// opts supplies the model, threads, data, limits and measurement settings.
+// Uses the database's best `ok` record for this model on this device and tool version (the
+// database opened read-only: it must exist); opts supplies the model, threads, data, limits and
+// measurement settings.
 Result<Explanation> explain(const TuneOptions& opts);
 
 }  // namespace tac::tuner
