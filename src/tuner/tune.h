@@ -120,6 +120,10 @@ Result<double> parse_duration(const std::string& text);
 // Progress lines start with "[tune] "; a line starting with "warning: " is a warning (a database
 // row left out as unreadable), to show even where progress is not.
 using Progress = std::function<void(const std::string& line)>;
+// Stops early, as if its budget ran out, when interrupted (tuner/interrupt.h): the candidate
+// running is killed and not recorded, the final comparison is skipped (or cut short), the outputs
+// of what was measured are written and stop_reason says "interrupted (SIGINT)". Interrupted before
+// the default route was measured, it writes nothing and returns an error saying so.
 Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress);
 
 // `tactician explain`: which knob changes carry the gain of the best recorded route, by ablation
