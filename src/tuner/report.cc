@@ -38,6 +38,17 @@ double first_l2(const std::string& json) {
   return m && !m->empty() ? (*m)[0].l2 : NAN;
 }
 
+// A route (validated: it parses) that sets builder.selection=isolated and pins no tactic. Read as
+// knobs, not by a search in the text (a knob or value may contain the words).
+bool is_isolated_selection(const std::string& route_text) {
+  Result<builder::Route> route = builder::Route::parse(route_text);
+  if (!route) return false;
+  auto sel = route->values.find("builder.selection");
+  if (sel == route->values.end() || sel->second != "isolated") return false;
+  return std::none_of(route->values.begin(), route->values.end(),
+                      [](const auto& kv) { return kv.first.rfind("tactic.", 0) == 0; });
+}
+
 struct Axis {
   double lo, hi;
   bool log;
@@ -159,8 +170,7 @@ Status write_report(const std::string& db_path, const std::string& html_path, st
         }
         // Isolated selection: the tuner's seed (its choices pinned per node), or a searched
         // builder.selection=isolated route without pins.
-        const bool iso = r.strategy == "isolated" || (r.route.find("builder.selection=isolated") != std::string::npos &&
-                                                      r.route.find("tactic.") == std::string::npos);
+        const bool iso = r.strategy == "isolated" || is_isolated_selection(r.route);
         if (iso && (!isolated || r.median_ms < isolated->median_ms)) isolated = &r;
       } else if (r.status == "rejected") ++rejected;
       else ++failed;

@@ -300,6 +300,26 @@ def sigint_mid_candidate(ctx):
     interrupt_mid_candidate(ctx, signal.SIGINT, "SIGINT", 130)
 
 
+@case("tuner.sigterm_removes_temp_folder")
+def sigterm_removes_temp_folder(ctx):
+    # Without --out the reference data lives in a temporary folder: an interrupted tune removes it.
+    model = relu_model(ctx)
+    env, tmp = temp_env(ctx)
+    p = subprocess.Popen([ctx.tactician] + tune_args(ctx, model, str(ctx.path("t.db"))), cwd=ctx.dir,
+                         stdout=open(ctx.path("tune.out"), "wb"), stderr=open(ctx.path("tune.err"), "wb"),
+                         stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=default_signals,
+                         env={**os.environ, **env})
+    wait_for_hang(ctx, p)
+    ctx.check(any(f.name.startswith("tactician-tune-") for f in tmp.iterdir()),
+              "the tune made no temporary folder under TMPDIR")
+    p.send_signal(signal.SIGTERM)
+    rc = p.wait(timeout=30)
+    ctx.check(rc == 143, f"tune exited {rc} after SIGTERM:\n{output(ctx)[-1500:]}")
+    ctx.check("tactician tune: interrupted (SIGTERM): stopped early; the database keeps every finished candidate\n"
+              in output(ctx), output(ctx)[-1500:])
+    expect_no_temp_left(ctx, tmp)
+
+
 @case("tuner.kill9_leaves_no_candidate")
 def kill9_leaves_no_candidate(ctx):
     model = relu_model(ctx)
