@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
+#include <string>
 
 #include "cli/args.h"
 #include "cli/engine_args.h"
@@ -44,7 +46,14 @@ int cmd_explain(int argc, char** argv) {
     }
     o.dims[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
   }
-  auto ex = tuner::explain(o);
+  Result<tuner::Explanation> ex = internal_error("explain did not run");
+  try {  // errors are values; this only guarantees the cleanup of its temporary folder runs
+    ex = tuner::explain(o);
+  } catch (const std::exception& e) {
+    ex = internal_error(std::string("uncaught exception: ") + e.what());
+  }
+  if (ex)
+    for (const std::string& why : ex->warnings) std::fprintf(stderr, "tactician explain: warning: %s\n", why.c_str());
   if (!ex) {
     std::fprintf(stderr, "tactician explain: %s\n", ex.status().to_string().c_str());
     return ex.status().kind() == ErrorKind::invalid_argument ? 2 : 1;

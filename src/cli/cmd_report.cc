@@ -1,5 +1,7 @@
 // tactician report tuning.db -o report.html [--jsonl out.jsonl]
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cli/args.h"
 #include "tuner/database.h"
@@ -24,8 +26,15 @@ int cmd_report(int argc, char** argv) {
                  "accuracy, default vs isolated vs tuned, per-knob effect) and/or every candidate as JSONL.\n");
     return args.has("--help") ? 0 : 2;
   }
+  // The database is only read (opened read-only: a missing file is an error, never created).
+  // Unreadable rows are left out with a warning each (the report lists them too).
+  auto warn = [](const std::vector<std::string>& skipped) {
+    for (const std::string& why : skipped) std::fprintf(stderr, "tactician report: warning: %s; row left out\n", why.c_str());
+  };
   if (args.has("--output")) {
-    Status st = tuner::write_report(args.positional[0], args.get("--output"));
+    std::vector<std::string> skipped;
+    Status st = tuner::write_report(args.positional[0], args.get("--output"), &skipped);
+    warn(skipped);
     if (!st) {
       std::fprintf(stderr, "tactician report: %s\n", st.to_string().c_str());
       return 1;
@@ -33,12 +42,14 @@ int cmd_report(int argc, char** argv) {
     std::printf("wrote %s\n", args.get("--output").c_str());
   }
   if (args.has("--jsonl")) {
-    auto db = tuner::Database::open(args.positional[0]);
+    auto db = tuner::Database::open(args.positional[0], tuner::Database::Mode::read_only);
     if (!db) {
       std::fprintf(stderr, "tactician report: %s\n", db.status().to_string().c_str());
       return 1;
     }
-    Status st = (*db)->export_jsonl(args.get("--jsonl"));
+    std::vector<std::string> skipped;
+    Status st = (*db)->export_jsonl(args.get("--jsonl"), &skipped);
+    if (!args.has("--output")) warn(skipped);  // else already said
     if (!st) {
       std::fprintf(stderr, "tactician report: %s\n", st.to_string().c_str());
       return 1;

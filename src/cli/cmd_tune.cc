@@ -1,7 +1,10 @@
 // tactician tune MODEL.onnx --budget 10m [--strategy S] [--tolerance "..."] ... [--json]
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
+#include <string>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/engine_args.h"
 #include "tuner/distributed.h"
+#include "tuner/interrupt.h"
 #include "tuner/tune.h"
 
 namespace tac::cli {
@@ -166,13 +170,29 @@ int cmd_tune(int argc, char** argv) {
     probe.close();
     std::filesystem::remove(o.out_dir + "/.write-test", ec);
   }
-  auto summary = tuner::tune(o, [&](const std::string& line) {
+  // SIGINT and SIGTERM stop the search cleanly (tuner/interrupt.h): the running candidate is
+  // killed and not recorded, the outputs of what was measured are written, and the exit code is
+  // the shell's for that signal (130, 143). A second signal ends the process at once.
+  tuner::install_interrupt_handlers();
+  auto progress = [&](const std::string& line) {
+    if (line.rfind("warning: ", 0) == 0) {  // shown even with --quiet, on a line of its own
+      std::fprintf(stderr, "%stactician tune: %s\n", tty && !quiet ? "\r\033[K" : "", line.c_str());
+      return;
+    }
     if (quiet) return;
     if (tty) std::fprintf(stderr, "\r\033[K%s", line.c_str());
     else std::fprintf(stderr, "%s\n", line.c_str());
-  });
+  };
+  Result<tuner::TuneSummary> summary = internal_error("tune did not run");
+  try {  // the tuner returns errors as values; this only guarantees its cleanup runs (stack unwinding)
+    summary = tuner::tune(o, progress);
+  } catch (const std::exception& e) {
+    summary = internal_error(std::string("uncaught exception: ") + e.what());
+  }
   if (tty && !quiet) std::fprintf(stderr, "\n");
-  if (!summary) return finish(fail(summary.status(), summary.status().kind() == ErrorKind::invalid_argument ? 2 : 1));
+  const int signal_code = tuner::interrupt_signal() ? 128 + tuner::interrupt_signal() : 0;
+  if (!summary)
+    return finish(fail(summary.status(), signal_code ? signal_code : summary.status().kind() == ErrorKind::invalid_argument ? 2 : 1));
   const tuner::TuneSummary& s = *summary;
   std::printf("tuned %s with %s: %d candidates evaluated (%d failed, %d rejected, %d resumed) in %.0f s; stopped: %s\n",
               o.model_path.c_str(), o.strategy.c_str(), s.candidates, s.failed, s.rejected, s.resumed, s.wall_s,
@@ -205,6 +225,13 @@ int cmd_tune(int argc, char** argv) {
     std::printf("wrote %s/best.plan, best.route, summary.json, report.html; database %s\n", o.out_dir.c_str(),
                 o.db_path.c_str());
   if (args.has("--json")) std::printf("%s\n", s.to_json().c_str());
+  if (signal_code) {
+    std::fflush(stdout);
+    const std::string where = o.out_dir.empty() ? std::string() : ", " + o.out_dir + " has the best of them";
+    std::fprintf(stderr, "tactician tune: %s: stopped early; the database keeps every finished candidate%s\n",
+                 tuner::interrupt_reason().c_str(), where.c_str());
+    return finish(signal_code);
+  }
   return finish(0);
 }
 

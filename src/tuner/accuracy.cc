@@ -293,4 +293,121 @@ std::string metrics_json(const std::vector<Metrics>& per_output) {
   return out + "]";
 }
 
+namespace {
+
+// A recursive-descent reader of exactly the shape metrics_json writes (no general JSON values:
+// anything else is an error, so a string search can never be fooled by what a string holds).
+class MetricsReader {
+ public:
+  explicit MetricsReader(std::string_view in) : in_(in) {}
+
+  Result<std::vector<Metrics>> read() {
+    std::vector<Metrics> out;
+    skip_ws();
+    if (pos_ == in_.size()) return out;
+    if (!eat('[')) return error("expected '[' (a list of per-output metrics)");
+    skip_ws();
+    if (!eat(']')) {
+      for (;;) {
+        Metrics m;
+        TAC_RETURN_IF_ERROR(object(m));
+        out.push_back(m);
+        skip_ws();
+        if (eat(']')) break;
+        if (!eat(',')) return error("expected ',' or ']'");
+        skip_ws();
+      }
+    }
+    skip_ws();
+    if (pos_ != in_.size()) return error("text after the list");
+    return out;
+  }
+
+ private:
+  Status error(const std::string& what) const {
+    return invalid_argument("metrics JSON at byte " + std::to_string(pos_) + ": " + what);
+  }
+  void skip_ws() {
+    while (pos_ < in_.size() && (in_[pos_] == ' ' || in_[pos_] == '\t' || in_[pos_] == '\n' || in_[pos_] == '\r')) ++pos_;
+  }
+  bool eat(char c) {
+    if (pos_ < in_.size() && in_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool word(std::string_view w) {
+    if (in_.substr(pos_, w.size()) != w) return false;
+    pos_ += w.size();
+    return true;
+  }
+  Status object(Metrics& m) {
+    if (!eat('{')) return error("expected '{' (one output's metrics)");
+    std::string seen;
+    skip_ws();
+    if (eat('}')) return Status::ok();
+    for (;;) {
+      if (!eat('"')) return error("expected a metric name in quotes");
+      const size_t start = pos_;
+      while (pos_ < in_.size() && in_[pos_] != '"' && in_[pos_] != '\\' && static_cast<unsigned char>(in_[pos_]) >= 0x20)
+        ++pos_;
+      const std::string key(in_.substr(start, pos_ - start));
+      if (!eat('"')) return error("unterminated or escaped metric name");
+      if ((" " + seen + " ").find(" " + key + " ") != std::string::npos) return error("metric '" + key + "' given twice");
+      seen += " " + key;
+      skip_ws();
+      if (!eat(':')) return error("expected ':' after '" + key + "'");
+      skip_ws();
+      if (key == "finite") {
+        if (word("true")) m.finite = true;
+        else if (word("false")) m.finite = false;
+        else return error("'finite' must be true or false");
+      } else {
+        double* v = key == "linf" ? &m.linf : key == "l1" ? &m.l1 : key == "l2" ? &m.l2 : key == "cos" ? &m.cos
+                  : key == "l0" ? &m.l0 : nullptr;
+        if (!v) return error("unknown metric '" + key + "' (linf, l1, l2, cos, l0, finite)");
+        if (word("null")) {
+          *v = std::numeric_limits<double>::quiet_NaN();
+        } else {
+          TAC_RETURN_IF_ERROR(number(key, *v));
+          if (key != "cos" && *v < 0) return error("metric '" + key + "' is negative");
+        }
+      }
+      skip_ws();
+      if (eat('}')) return Status::ok();
+      if (!eat(',')) return error("expected ',' or '}'");
+      skip_ws();
+    }
+  }
+  // A JSON number (RFC 8259 grammar), finite.
+  Status number(const std::string& key, double& out) {
+    const size_t start = pos_;
+    auto digits = [&] {
+      const size_t d = pos_;
+      while (pos_ < in_.size() && in_[pos_] >= '0' && in_[pos_] <= '9') ++pos_;
+      return pos_ > d;
+    };
+    eat('-');
+    if (!eat('0') && !digits()) return error("metric '" + key + "' is not a number");
+    if (eat('.') && !digits()) return error("metric '" + key + "': digits expected after '.'");
+    if (eat('e') || eat('E')) {
+      if (!eat('+')) eat('-');
+      if (!digits()) return error("metric '" + key + "': digits expected in the exponent");
+    }
+    std::string text(in_.substr(start, pos_ - start));
+    char* end = nullptr;
+    out = std::strtod(text.c_str(), &end);
+    if (!std::isfinite(out)) return error("metric '" + key + "' is out of range");
+    return Status::ok();
+  }
+
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Result<std::vector<Metrics>> parse_metrics_json(std::string_view text) { return MetricsReader(text).read(); }
+
 }  // namespace tac::tuner

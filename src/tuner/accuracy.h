@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tactician/status.h"
@@ -50,5 +51,10 @@ std::string check_tolerance(const Tolerance& tol, const std::vector<Metrics>& pe
 // {"linf": .., "l1": .., "l2": .., "cos": .., "l0": .., "finite": ..} per output, as a JSON list;
 // a non-finite metric (JSON has no Inf/NaN) is written as null.
 std::string metrics_json(const std::vector<Metrics>& per_output);
+// The inverse of metrics_json, for text read back from a tuning database (input: it may have been
+// edited): a JSON list of objects whose keys are among linf, l1, l2, cos, l0 (a number, or null,
+// which reads back as NaN) and finite (true or false), each at most once; linf, l1, l2 and l0 not
+// negative. "" reads as no outputs. Errors say what is wrong and where.
+Result<std::vector<Metrics>> parse_metrics_json(std::string_view text);
 
 }  // namespace tac::tuner

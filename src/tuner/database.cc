@@ -16,22 +16,32 @@
 //    Infinities round-trip; -0.0 reads back as +0.0 (SQLite stores integral reals as integers).
 //  - Text is bound with its length, so any bytes (even NUL) round-trip.
 //
+// Reading (issue 30): every value read back is input. read_record checks that each column holds
+// the storage class insert() writes there; validate_candidate checks that the values make sense
+// as a candidate; report, explain and a resuming tune leave out (and name) the rows that fail.
+//
 // SQL text is only ever fixed literals; every value goes through sqlite3_bind_*.
 #include "tuner/database.h"
 
+#include "builder/knobs.h"
 #include "core/json.h"
+#include "tuner/accuracy.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <string_view>
+
+namespace fs = std::filesystem;
 
 namespace tac::tuner {
 namespace {
@@ -41,10 +51,13 @@ constexpr int kSchemaVersion = 1;
 constexpr int kApplicationId = 0x54414354;
 constexpr int kBusyTimeoutMs = 5000;
 
-// Column order shared by every SELECT and by read_record().
-#define TAC_CANDIDATE_COLUMNS                                                                  \
+// Column order shared by every SELECT and by read_record(). A read-only file of the first layout
+// has no evaluator column: its rows read as evaluated in one process ('').
+#define TAC_CANDIDATE_COLUMNS_BUT_EVALUATOR                                                    \
   "id, model_hash, device, tool_version, route, status, reason, strategy, seed, build_ms, " \
-  "metrics_json, median_ms, p10_ms, p90_ms, cv, runs, threads, unix_time, evaluator"
+  "metrics_json, median_ms, p10_ms, p90_ms, cv, runs, threads, unix_time, "
+constexpr const char* kCandidateColumns = TAC_CANDIDATE_COLUMNS_BUT_EVALUATOR "evaluator";
+constexpr const char* kCandidateColumnsOld = TAC_CANDIDATE_COLUMNS_BUT_EVALUATOR "'' AS evaluator";
 
 constexpr const char* kCreateSchema =
     "CREATE TABLE tactician_schema (version INTEGER NOT NULL);"
@@ -113,43 +126,126 @@ std::string column_text(sqlite3_stmt* st, int index) {
   return p ? std::string(static_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
 }
 
-double column_real(sqlite3_stmt* st, int index) {
-  if (sqlite3_column_type(st, index) == SQLITE_NULL) return std::nan("");
-  return sqlite3_column_double(st, index);
+// `s` for a message: control bytes escaped, at most `limit` bytes shown.
+std::string printable(const std::string& s, size_t limit = 80) {
+  std::string o;
+  for (size_t i = 0; i < s.size() && i < limit; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7F) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02X", c);
+      o += b;
+    } else {
+      o += static_cast<char>(c);
+    }
+  }
+  if (s.size() > limit) o += "...";
+  return o;
 }
 
-CandidateRecord read_record(sqlite3_stmt* st) {
+// Reads one row's columns, checking that each holds the storage class insert() writes there. The
+// first mismatch is kept (why()); reads after it return empty values.
+class RowReader {
+ public:
+  explicit RowReader(sqlite3_stmt* st) : st_(st) {}
+  const std::string& why() const { return why_; }
+
+  std::string text(int i, const char* name) {
+    if (const int t = sqlite3_column_type(st_, i); t != SQLITE_TEXT) {
+      wrong(i, name, "text");
+      return {};
+    }
+    return column_text(st_, i);
+  }
+  // A REAL column: a float, an integer (SQLite stores integral reals so) or NULL (NaN, see above).
+  double real(int i, const char* name) {
+    const int t = sqlite3_column_type(st_, i);
+    if (t == SQLITE_NULL) return std::nan("");
+    if (t == SQLITE_FLOAT || t == SQLITE_INTEGER) return sqlite3_column_double(st_, i);
+    wrong(i, name, "a number");
+    return 0;
+  }
+  int64_t integer(int i, const char* name, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) {
+    if (sqlite3_column_type(st_, i) != SQLITE_INTEGER) {
+      wrong(i, name, "an integer");
+      return 0;
+    }
+    const int64_t v = sqlite3_column_int64(st_, i);
+    if (v < lo || v > hi) {
+      fail(std::string("column '") + name + "' holds " + std::to_string(v) + ", out of range [" + std::to_string(lo) +
+           ", " + std::to_string(hi) + "]");
+      return 0;
+    }
+    return v;
+  }
+
+ private:
+  void fail(std::string why) {
+    if (why_.empty()) why_ = std::move(why);
+  }
+  void wrong(int i, const char* name, const char* wanted) {
+    const int t = sqlite3_column_type(st_, i);
+    std::string held = t == SQLITE_NULL    ? std::string("NULL")
+                       : t == SQLITE_TEXT  ? "text '" + printable(column_text(st_, i), 40) + "'"
+                       : t == SQLITE_BLOB  ? "a blob of " + std::to_string(sqlite3_column_bytes(st_, i)) + " bytes"
+                       : t == SQLITE_FLOAT ? "the real number " + std::to_string(sqlite3_column_double(st_, i))
+                                           : "the integer " + std::to_string(sqlite3_column_int64(st_, i));
+    fail(std::string("column '") + name + "' holds " + held + ", not " + wanted);
+  }
+
+  sqlite3_stmt* st_;
+  std::string why_;
+};
+
+// One row of kCandidateColumns; an error (why, without the path) when a column holds what
+// insert() never writes. `route_out` gets the route column's bytes whatever else is wrong.
+Result<CandidateRecord> read_record(sqlite3_stmt* st, int64_t& id_out, std::string& route_out) {
+  RowReader rd(st);
   CandidateRecord r;
-  r.id = sqlite3_column_int64(st, 0);
-  r.model_hash = column_text(st, 1);
-  r.device = column_text(st, 2);
-  r.tool_version = column_text(st, 3);
-  r.route = column_text(st, 4);
-  r.status = column_text(st, 5);
-  r.reason = column_text(st, 6);
-  r.strategy = column_text(st, 7);
-  r.seed = static_cast<uint64_t>(sqlite3_column_int64(st, 8));
-  r.build_ms = column_real(st, 9);
-  r.metrics_json = column_text(st, 10);
-  r.median_ms = column_real(st, 11);
-  r.p10_ms = column_real(st, 12);
-  r.p90_ms = column_real(st, 13);
-  r.cv = column_real(st, 14);
-  r.runs = sqlite3_column_int(st, 15);
-  r.threads = sqlite3_column_int(st, 16);
-  r.unix_time = column_real(st, 17);
-  r.evaluator = column_text(st, 18);
+  r.id = rd.integer(0, "id");
+  id_out = r.id;
+  route_out = column_text(st, 4);
+  r.model_hash = rd.text(1, "model_hash");
+  r.device = rd.text(2, "device");
+  r.tool_version = rd.text(3, "tool_version");
+  r.route = rd.text(4, "route");
+  r.status = rd.text(5, "status");
+  r.reason = rd.text(6, "reason");
+  r.strategy = rd.text(7, "strategy");
+  r.seed = static_cast<uint64_t>(rd.integer(8, "seed"));
+  r.build_ms = rd.real(9, "build_ms");
+  r.metrics_json = rd.text(10, "metrics_json");
+  r.median_ms = rd.real(11, "median_ms");
+  r.p10_ms = rd.real(12, "p10_ms");
+  r.p90_ms = rd.real(13, "p90_ms");
+  r.cv = rd.real(14, "cv");
+  r.runs = static_cast<int>(rd.integer(15, "runs", INT_MIN, INT_MAX));
+  r.threads = static_cast<int>(rd.integer(16, "threads", INT_MIN, INT_MAX));
+  r.unix_time = rd.real(17, "unix_time");
+  r.evaluator = rd.text(18, "evaluator");
+  if (!rd.why().empty()) return invalid_argument(rd.why());
   return r;
 }
 
-// Steps a SELECT of TAC_CANDIDATE_COLUMNS to the end.
-Result<std::vector<CandidateRecord>> read_all(sqlite3* db, const std::string& path, sqlite3_stmt* st) {
+// Steps a SELECT of kCandidateColumns to the end. A row read_record refuses is left out and
+// described in `skipped`, or without `skipped` is the error.
+Result<std::vector<CandidateRecord>> read_all(sqlite3* db, const std::string& path, sqlite3_stmt* st,
+                                              std::vector<std::string>* skipped) {
   std::vector<CandidateRecord> out;
   for (;;) {
     int rc = sqlite3_step(st);
     if (rc == SQLITE_DONE) return out;
     if (rc != SQLITE_ROW) return sqlite_error(path, db, "cannot read candidates");
-    out.push_back(read_record(st));
+    int64_t id = 0;
+    std::string route;
+    Result<CandidateRecord> r = read_record(st, id, route);
+    if (r) {
+      out.push_back(std::move(r).value());
+      continue;
+    }
+    std::string why = describe_row(path, id, route, r.status().message());
+    if (!skipped) return invalid_argument(std::move(why));
+    skipped->push_back(std::move(why));
   }
 }
 
@@ -409,18 +505,27 @@ std::string record_to_json(const CandidateRecord& r) {
 
 }  // namespace
 
-Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
+Result<std::unique_ptr<Database>> Database::open(const std::string& path, Mode mode) {
   if (path.empty()) return invalid_argument("tuning database: empty path");
+  const bool read_only = mode == Mode::read_only;
+  // A reader names a file that must exist: SQLite would create an empty one (and a reader
+  // without SQLITE_OPEN_CREATE says only "unable to open database file").
+  if (read_only && path != ":memory:") {
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (!fs::exists(st)) return io_error(path + ": no such tuning database");
+    if (fs::is_directory(st)) return invalid_argument(path + ": is a directory, not a tuning database");
+  }
   std::unique_ptr<Database> d(new Database());
   d->path_ = path;
   int rc = sqlite3_open_v2(path.c_str(), &d->db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+                           read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) return with_directory_hint(sqlite_error(path, d->db_, "cannot open tuning database"), path);
   sqlite3* db = d->db_;
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
   // SQLite silently falls back to read-only when the file is not writable.
-  if (sqlite3_db_readonly(db, "main") == 1)
+  if (!read_only && sqlite3_db_readonly(db, "main") == 1)
     return io_error(path + ": tuning database is read-only (it must be writable)");
 
   auto refuse = [&](const Status& why) {
@@ -436,6 +541,22 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
   if (!first) return refuse(first.status());
   if (first->kind == FileKind::foreign) return invalid_argument(path + ": not a Tactician tuning database: " + first->why);
   if (first->kind == FileKind::ours) TAC_RETURN_IF_ERROR(check_version(db, path));
+  if (read_only) {
+    if (first->kind == FileKind::fresh)
+      return invalid_argument(path + ": not a Tactician tuning database: the file is empty (no tuning was recorded in it)");
+    // A file of the first layout is read as it is (a reader adds nothing).
+    auto has = [&](const char* sql, bool& out) -> Status {
+      Statement st;
+      TAC_RETURN_IF_ERROR(prepare(db, path, sql, st));
+      if (sqlite3_step(st.get()) != SQLITE_ROW) return sqlite_error(path, db, "cannot read the tables");
+      out = sqlite3_column_int(st.get(), 0) != 0;
+      return Status::ok();
+    };
+    TAC_RETURN_IF_ERROR(has("SELECT count(*) FROM pragma_table_info('candidates') WHERE name = 'evaluator'", d->has_evaluator_));
+    TAC_RETURN_IF_ERROR(has("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'measurements'",
+                            d->has_measurements_));
+    return d;
+  }
 
   if (path != ":memory:") {
     Statement st;
@@ -540,22 +661,32 @@ Status Database::add_measurement(const Measurement& m) {
   return Status::ok();
 }
 
-Result<std::vector<Measurement>> Database::measurements() {
+Result<std::vector<Measurement>> Database::measurements(std::vector<std::string>* skipped) {
+  if (!has_measurements_) return std::vector<Measurement>();
   Statement st;
   TAC_RETURN_IF_ERROR(prepare(db_, path_,
-                              "SELECT candidate_id, kind, median_ms, cv, runs, unix_time FROM measurements ORDER BY rowid",
+                              "SELECT rowid, candidate_id, kind, median_ms, cv, runs, unix_time FROM measurements "
+                              "ORDER BY rowid",
                               st));
   std::vector<Measurement> out;
   int rc;
   while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+    RowReader rd(st.get());
     Measurement m;
-    m.candidate_id = sqlite3_column_int64(st.get(), 0);
-    m.kind = column_text(st.get(), 1);
-    m.median_ms = column_real(st.get(), 2);
-    m.cv = column_real(st.get(), 3);
-    m.runs = sqlite3_column_int(st.get(), 4);
-    m.unix_time = column_real(st.get(), 5);
-    out.push_back(std::move(m));
+    const int64_t rowid = sqlite3_column_int64(st.get(), 0);
+    m.candidate_id = rd.integer(1, "candidate_id");
+    m.kind = rd.text(2, "kind");
+    m.median_ms = rd.real(3, "median_ms");
+    m.cv = rd.real(4, "cv");
+    m.runs = static_cast<int>(rd.integer(5, "runs", INT_MIN, INT_MAX));
+    m.unix_time = rd.real(6, "unix_time");
+    if (rd.why().empty()) {
+      out.push_back(std::move(m));
+      continue;
+    }
+    std::string why = path_ + ": measurement row " + std::to_string(rowid) + ": " + rd.why();
+    if (!skipped) return invalid_argument(std::move(why));
+    skipped->push_back(std::move(why));
   }
   if (rc != SQLITE_DONE) return sqlite_error(path_, db_, "cannot read measurements");
   return out;
@@ -565,11 +696,10 @@ Result<std::vector<Measurement>> Database::measurements() {
 Result<std::optional<CandidateRecord>> Database::find(const std::string& model_hash, const std::string& device,
                                                       const std::string& tool_version, const std::string& route) {
   Statement st;
-  TAC_RETURN_IF_ERROR(prepare(db_, path_,
-                              "SELECT " TAC_CANDIDATE_COLUMNS
-                              " FROM candidates WHERE model_hash = ?1 AND device = ?2 AND tool_version = ?3 "
-                              "AND route = ?4 ORDER BY id DESC LIMIT 1",
-                              st));
+  const std::string sql = std::string("SELECT ") + (has_evaluator_ ? kCandidateColumns : kCandidateColumnsOld) +
+                          " FROM candidates WHERE model_hash = ?1 AND device = ?2 AND tool_version = ?3 "
+                          "AND route = ?4 ORDER BY id DESC LIMIT 1";
+  TAC_RETURN_IF_ERROR(prepare(db_, path_, sql.c_str(), st));
   bind_text(st.get(), 1, model_hash);
   bind_text(st.get(), 2, device);
   bind_text(st.get(), 3, tool_version);
@@ -577,31 +707,35 @@ Result<std::optional<CandidateRecord>> Database::find(const std::string& model_h
   int rc = sqlite3_step(st.get());
   if (rc == SQLITE_DONE) return std::optional<CandidateRecord>();
   if (rc != SQLITE_ROW) return sqlite_error(path_, db_, "cannot look up candidate");
-  return std::optional<CandidateRecord>(read_record(st.get()));
+  int64_t id = 0;
+  std::string stored_route;
+  Result<CandidateRecord> r = read_record(st.get(), id, stored_route);
+  if (!r) return invalid_argument(describe_row(path_, id, stored_route, r.status().message()));
+  return std::optional<CandidateRecord>(std::move(r).value());
 }
 
 Result<std::vector<CandidateRecord>> Database::all(const std::string& model_hash, const std::string& device,
-                                                   const std::string& tool_version) {
+                                                   const std::string& tool_version, std::vector<std::string>* skipped) {
   Statement st;
-  TAC_RETURN_IF_ERROR(prepare(db_, path_,
-                              "SELECT " TAC_CANDIDATE_COLUMNS
-                              " FROM candidates WHERE model_hash = ?1 AND device = ?2 AND tool_version = ?3 "
-                              "ORDER BY id",
-                              st));
+  const std::string sql = std::string("SELECT ") + (has_evaluator_ ? kCandidateColumns : kCandidateColumnsOld) +
+                          " FROM candidates WHERE model_hash = ?1 AND device = ?2 AND tool_version = ?3 ORDER BY id";
+  TAC_RETURN_IF_ERROR(prepare(db_, path_, sql.c_str(), st));
   bind_text(st.get(), 1, model_hash);
   bind_text(st.get(), 2, device);
   bind_text(st.get(), 3, tool_version);
-  return read_all(db_, path_, st.get());
+  return read_all(db_, path_, st.get(), skipped);
 }
 
-Result<std::vector<CandidateRecord>> Database::everything() {
+Result<std::vector<CandidateRecord>> Database::everything(std::vector<std::string>* skipped) {
   Statement st;
-  TAC_RETURN_IF_ERROR(prepare(db_, path_, "SELECT " TAC_CANDIDATE_COLUMNS " FROM candidates ORDER BY id", st));
-  return read_all(db_, path_, st.get());
+  const std::string sql = std::string("SELECT ") + (has_evaluator_ ? kCandidateColumns : kCandidateColumnsOld) +
+                          " FROM candidates ORDER BY id";
+  TAC_RETURN_IF_ERROR(prepare(db_, path_, sql.c_str(), st));
+  return read_all(db_, path_, st.get(), skipped);
 }
 
-Status Database::export_jsonl(const std::string& path) {
-  TAC_ASSIGN_OR_RETURN(std::vector<CandidateRecord> records, everything());
+Status Database::export_jsonl(const std::string& path, std::vector<std::string>* skipped) {
+  TAC_ASSIGN_OR_RETURN(std::vector<CandidateRecord> records, everything(skipped));
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return io_error(path + ": cannot write JSONL export: " + std::strerror(errno));
   bool ok = true;
@@ -617,6 +751,54 @@ Status Database::export_jsonl(const std::string& path) {
   }
   if (!ok) return io_error(path + ": cannot write JSONL export: " + std::strerror(err));
   return Status::ok();
+}
+
+std::string describe_row(const std::string& db_path, int64_t id, const std::string& route, const std::string& why) {
+  return db_path + ": row " + std::to_string(id) + " (route '" + printable(route) + "'): " + why;
+}
+
+Status validate_candidate(const CandidateRecord& r) {
+  static const char* const kStatuses[] = {"ok", "rejected", "build_failed", "run_failed", "crashed", "timeout"};
+  if (std::none_of(std::begin(kStatuses), std::end(kStatuses), [&](const char* s) { return r.status == s; }))
+    return invalid_argument("unknown status '" + printable(r.status, 40) +
+                            "' (ok, rejected, build_failed, run_failed, crashed or timeout)");
+  Result<builder::Route> route = builder::Route::parse(r.route);
+  if (!route) return route.status();
+  if (route->to_string() != r.route)
+    return invalid_argument("route is not in the canonical form the tuner writes ('" + printable(route->to_string()) + "')");
+  // Times and the cv: not negative, finite, or NaN where nothing was measured (stored as NULL).
+  const bool ok = r.status == "ok";
+  for (const auto& [name, v] : {std::pair<const char*, double>{"build_ms", r.build_ms},
+                                {"median_ms", r.median_ms},
+                                {"p10_ms", r.p10_ms},
+                                {"p90_ms", r.p90_ms},
+                                {"cv", r.cv}}) {
+    if (std::isnan(v) && !(ok && std::string(name) == "median_ms")) continue;
+    if (!std::isfinite(v) || v < 0)
+      return invalid_argument(std::string(name) + " is " + std::to_string(v) + " (a time or cv is finite and not negative)");
+  }
+  if (ok && !(r.median_ms > 0)) return invalid_argument("an ok candidate with median_ms " + std::to_string(r.median_ms));
+  if (r.runs < 0 || (ok && r.runs < 1))
+    return invalid_argument("runs is " + std::to_string(r.runs) + (ok ? " for an ok candidate" : ""));
+  if (r.threads < 1) return invalid_argument("threads is " + std::to_string(r.threads));
+  if (!std::isfinite(r.unix_time) || r.unix_time < 0)
+    return invalid_argument("unix_time is " + std::to_string(r.unix_time));
+  if (Result<std::vector<Metrics>> m = parse_metrics_json(r.metrics_json); !m) return m.status();
+  return Status::ok();
+}
+
+std::vector<CandidateRecord> usable_candidates(std::vector<CandidateRecord> records, const std::string& db_path,
+                                               std::vector<std::string>& skipped) {
+  std::vector<CandidateRecord> out;
+  out.reserve(records.size());
+  for (CandidateRecord& r : records) {
+    if (Status st = validate_candidate(r); !st.is_ok()) {
+      skipped.push_back(describe_row(db_path, r.id, r.route, st.message()));
+      continue;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 }  // namespace tac::tuner

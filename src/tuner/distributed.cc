@@ -14,6 +14,8 @@
 // evaluator, rank 1). Launch N = evaluators + 1 ranks.
 #include "tuner/distributed.h"
 
+#include "tuner/interrupt.h"
+
 // The C API only: without these, OpenMPI's mpi.h drags in its deprecated C++ bindings (libmpi_cxx).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -205,6 +207,24 @@ class MpiEvaluators final : public Evaluators {
 
   std::optional<JobDone> next() override {
     while (true) {
+      // Interrupted (tuner/interrupt.h): the jobs in flight are given up at once, as interrupted
+      // (not recorded); their ranks get no more work, and mpi_finish ends the MPI job, which
+      // kills the workers and so their candidates (PR_SET_PDEATHSIG).
+      if (interrupt_signal() != 0 && queue_.busy() > 0)
+        for (int rank : queue_.ranks())
+          if (!queue_.is_lost(rank))
+            if (std::optional<uint64_t> ticket = queue_.declare_lost(rank)) {
+              JobDone d;
+              d.ticket = *ticket;
+              d.rank = rank;
+              d.evaluator = evaluator_name(rank);
+              d.results.resize(jobs_[rank].first);
+              for (EvalResult& r : d.results) {
+                r.status = "interrupted";
+                r.reason = interrupt_reason() + ": rank " + std::to_string(rank) + "'s job given up";
+              }
+              lost_.push_back(std::move(d));
+            }
       if (!lost_.empty()) {
         JobDone d = std::move(lost_.front());
         lost_.erase(lost_.begin());
@@ -458,14 +478,17 @@ Result<std::unique_ptr<Evaluators>> mpi_evaluators(const WorkerOptions& o, std::
 
 int mpi_finish(std::unique_ptr<Evaluators> pool, int exit_code) {
   auto* mpi = dynamic_cast<MpiEvaluators*>(pool.get());
-  const bool lost = g_rank_lost || (mpi && mpi->any_lost());
+  // Interrupted, workers may still be running a candidate they were given: MPI_Abort ends them
+  // (and their children die with them) instead of MPI_Finalize waiting for them.
+  const bool lost = g_rank_lost || (mpi && mpi->any_lost()) || interrupt_signal() != 0;
   if (mpi) mpi->stop_workers();
   pool.reset();
   std::fflush(stdout);
   std::fflush(stderr);
   if (lost) {
     // A lost worker may be hung: MPI_Finalize could wait for it forever.
-    std::fprintf(stderr, "tactician tune: evaluator ranks were lost; ending the MPI job with MPI_Abort (exit code %d)\n", exit_code);
+    std::fprintf(stderr, "tactician tune: %s; ending the MPI job with MPI_Abort (exit code %d)\n",
+                 interrupt_signal() != 0 ? "interrupted" : "evaluator ranks were lost", exit_code);
     MPI_Abort(MPI_COMM_WORLD, exit_code);
   }
   MPI_Finalize();

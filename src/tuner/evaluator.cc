@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,8 +23,9 @@
 #include "io/tensor_io.h"
 #include "runtime/engine.h"
 #include "runtime/measure.h"
-#include "tuner/halving.h"
 #include "tuner/accuracy.h"
+#include "tuner/halving.h"
+#include "tuner/interrupt.h"
 
 namespace tac::tuner {
 
@@ -222,8 +225,14 @@ int run_evaluate_command(int argc, char** argv) {
   return 0;
 }
 
-EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
+EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, OnInterrupt on_interrupt) {
   EvalResult r;
+  const bool stop_on_interrupt = on_interrupt == OnInterrupt::stop;
+  if (stop_on_interrupt && interrupt_signal() != 0) {
+    r.status = "interrupted";
+    r.reason = interrupt_reason() + " before it started";
+    return r;
+  }
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> args = {"tactician", "evaluate", "--model", req.model_path, "--data", req.data_dir,
                                    "--route", req.route, "--tolerance", req.tolerance,
@@ -256,6 +265,7 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     r.reason = std::string("fork: ") + std::strerror(errno);
@@ -264,6 +274,14 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     return r;
   }
   if (pid == 0) {
+    // Die with the tuner, however it ends (an orphaned candidate would go on loading the machine
+    // and timing nothing). The signal survives the exec below. If the tuner died before prctl,
+    // this process was already reparented: getppid() is no longer the pid saved before fork.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    // Its own process group: a Ctrl-C at the terminal goes to the tuner's group only, and the
+    // tuner decides (it kills a search candidate, lets the final save of the best plan finish).
+    setpgid(0, 0);
     dup2(out_pipe[1], STDOUT_FILENO);
     close(out_pipe[0]);
     close(out_pipe[1]);
@@ -282,14 +300,20 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
     execv(limits.binary.c_str(), argv.data());
     _exit(127);
   }
+  setpgid(pid, pid);  // also here, so no signal to our group reaches the child before its own call
   close(out_pipe[1]);
   std::string out;
-  bool killed = false;
+  bool killed = false, interrupted = false;
   while (true) {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!killed && elapsed > limits.timeout_s) {
       kill(pid, SIGKILL);
       killed = true;
+    }
+    // A signal interrupts poll() (EINTR), so the child is killed as soon as the handler ran.
+    if (!killed && !interrupted && stop_on_interrupt && interrupt_signal() != 0) {
+      kill(pid, SIGKILL);
+      interrupted = true;
     }
     pollfd pfd{out_pipe[0], POLLIN, 0};
     int pr = poll(&pfd, 1, 200);
@@ -300,12 +324,14 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
         out.append(buf, static_cast<size_t>(n));
         continue;
       }
-      break;  // EOF
+      if (n < 0 && errno == EINTR) continue;
+      break;  // EOF (or a broken pipe: the child is gone either way)
     }
   }
   close(out_pipe[0]);
   int ws = 0;
-  waitpid(pid, &ws, 0);
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::istringstream is(out);
   std::string line;
@@ -345,7 +371,10 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits) {
       if (sp2 != std::string::npos) r.node_ms[v.substr(sp2 + 1)] = std::strtod(v.c_str(), nullptr);
     }
   }
-  if (killed) {
+  if (interrupted && !have_status) {  // a complete report that raced the signal is kept
+    r.status = "interrupted";
+    r.reason = interrupt_reason() + ": the child was killed";
+  } else if (killed) {
     r.status = "timeout";
     r.reason = "killed after " + std::to_string(static_cast<int>(limits.timeout_s)) + " s";
   } else if (!have_status) {

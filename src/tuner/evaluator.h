@@ -39,7 +39,10 @@ struct EvalRequest {
 };
 
 struct EvalResult {
-  std::string status = "crashed";  // ok | rejected | build_failed | run_failed | crashed | timeout
+  // ok | rejected | build_failed | run_failed | crashed | timeout, or interrupted: the tune was
+  // asked to stop (tuner/interrupt.h) and the child was killed, or never started. An interrupted
+  // evaluation says nothing about its route and is never recorded.
+  std::string status = "crashed";
   std::string reason;
   double build_ms = 0;
   std::string metrics_json = "[]";
@@ -63,8 +66,19 @@ struct EvalLimits {
   std::string binary = "/proc/self/exe";    // the tactician binary (tests point it at build/tactician)
 };
 
-// Runs `tactician evaluate` as a child of this process.
-EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits);
+// What an evaluation does when the tune is interrupted (tuner/interrupt.h): `stop` kills the
+// child (or does not start it) and returns "interrupted"; `finish` lets it run (saving the best
+// plan of what was measured, after the search has stopped).
+enum class OnInterrupt { stop, finish };
+
+// Runs `tactician evaluate` as a child of this process and waits for it. The child dies with this
+// process (PR_SET_PDEATHSIG SIGKILL, however this process ends: a kill -9 included) and runs in
+// its own process group (a Ctrl-C at the terminal reaches the tuner only, which then stops the
+// child itself). PDEATHSIG follows the thread that forked, not the process: that is safe here
+// because this function waits for its child, so the forking thread outlives it unless the whole
+// process dies.
+EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits,
+                             OnInterrupt on_interrupt = OnInterrupt::stop);
 
 // The child side: `tactician evaluate ...` (internal subcommand).
 int run_evaluate_command(int argc, char** argv);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "builder/knobs.h"
+#include "tuner/accuracy.h"
 #include "tuner/database.h"
 
 namespace tac::tuner {
@@ -31,11 +32,21 @@ std::string num(double v, int prec = 3) {
   return b;
 }
 
-// The first output's l2 from a metrics JSON list, or NaN.
+// The first output's l2 from a metrics JSON list (validated with the record), or NaN.
 double first_l2(const std::string& json) {
-  auto p = json.find("\"l2\":");
-  if (p == std::string::npos) return NAN;
-  return std::strtod(json.c_str() + p + 5, nullptr);
+  Result<std::vector<Metrics>> m = parse_metrics_json(json);
+  return m && !m->empty() ? (*m)[0].l2 : NAN;
+}
+
+// A route (validated: it parses) that sets builder.selection=isolated and pins no tactic. Read as
+// knobs, not by a search in the text (a knob or value may contain the words).
+bool is_isolated_selection(const std::string& route_text) {
+  Result<builder::Route> route = builder::Route::parse(route_text);
+  if (!route) return false;
+  auto sel = route->values.find("builder.selection");
+  if (sel == route->values.end() || sel->second != "isolated") return false;
+  return std::none_of(route->values.begin(), route->values.end(),
+                      [](const auto& kv) { return kv.first.rfind("tactic.", 0) == 0; });
 }
 
 struct Axis {
@@ -120,9 +131,12 @@ std::string svg_bars(const std::string& title, const std::vector<std::pair<std::
 
 }  // namespace
 
-Status write_report(const std::string& db_path, const std::string& html_path) {
-  TAC_ASSIGN_OR_RETURN(auto db, Database::open(db_path));
-  TAC_ASSIGN_OR_RETURN(std::vector<CandidateRecord> all, db->everything());
+Status write_report(const std::string& db_path, const std::string& html_path, std::vector<std::string>* skipped) {
+  TAC_ASSIGN_OR_RETURN(auto db, Database::open(db_path, Database::Mode::read_only));
+  std::vector<std::string> left_out;
+  TAC_ASSIGN_OR_RETURN(std::vector<CandidateRecord> rows, db->everything(&left_out));
+  const std::vector<CandidateRecord> all = usable_candidates(std::move(rows), db_path, left_out);
+  if (skipped) skipped->insert(skipped->end(), left_out.begin(), left_out.end());
   std::map<std::string, std::vector<CandidateRecord>> by_model;
   for (const CandidateRecord& r : all) by_model[r.model_hash + " | " + r.device + " | tactician " + r.tool_version].push_back(r);
   std::ostringstream h;
@@ -131,6 +145,12 @@ Status write_report(const std::string& db_path, const std::string& html_path) {
        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}.plots{display:flex;flex-wrap:wrap;gap:12px}"
        "code{font-size:11px}</style></head><body><h1>Tactician tuning report</h1><p>Database <code>"
     << esc(db_path) << "</code>: " << all.size() << " candidates.</p>";
+  if (!left_out.empty()) {
+    h << "<h2>Rows left out</h2><p>" << left_out.size()
+      << " rows of the database cannot be read or make no sense (the file was edited or damaged):</p><ul>";
+    for (const std::string& why : left_out) h << "<li><code>" << esc(why) << "</code></li>";
+    h << "</ul>";
+  }
   for (const auto& [key, recs] : by_model) {
     const CandidateRecord* def = nullptr;
     for (const CandidateRecord& r : recs)
@@ -150,8 +170,7 @@ Status write_report(const std::string& db_path, const std::string& html_path) {
         }
         // Isolated selection: the tuner's seed (its choices pinned per node), or a searched
         // builder.selection=isolated route without pins.
-        const bool iso = r.strategy == "isolated" || (r.route.find("builder.selection=isolated") != std::string::npos &&
-                                                      r.route.find("tactic.") == std::string::npos);
+        const bool iso = r.strategy == "isolated" || is_isolated_selection(r.route);
         if (iso && (!isolated || r.median_ms < isolated->median_ms)) isolated = &r;
       } else if (r.status == "rejected") ++rejected;
       else ++failed;

@@ -4,12 +4,15 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tactician/status.h"
 
 namespace tac::tuner {
 
-// Writes the report of every model/device/version found in the database at `db_path`.
-Status write_report(const std::string& db_path, const std::string& html_path);
+// Writes the report of every model/device/version found in the database at `db_path` (opened
+// read-only: it must exist). Rows that cannot be read or make no sense (Database,
+// validate_candidate) are left out, listed in the report and described in `skipped`.
+Status write_report(const std::string& db_path, const std::string& html_path, std::vector<std::string>* skipped);
 
 }  // namespace tac::tuner

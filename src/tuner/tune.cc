@@ -22,6 +22,7 @@
 #include "tuner/database.h"
 #include "tuner/dispatch.h"
 #include "tuner/halving.h"
+#include "tuner/interrupt.h"
 #include "tuner/report.h"
 #include "tuner/strategy.h"
 
@@ -260,7 +261,8 @@ Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std:
   if (expected.empty()) {
     TAC_ASSIGN_OR_RETURN(expected, ref::run_model(m, inputs));
   }
-  fs::create_directories(dir);
+  if (std::error_code ec; !fs::create_directories(dir, ec) && ec)
+    return io_error(dir + ": cannot create the tuner's data folder: " + ec.message());
   for (size_t k = 0; k < inputs.size(); ++k)
     TAC_RETURN_IF_ERROR(io::save_tensor_pb(inputs[k].tensor, "", dir + "/input_" + std::to_string(k) + ".pb"));
   for (size_t k = 0; k < expected.size(); ++k) {
@@ -344,6 +346,13 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     }
   } cleanup{opts.out_dir.empty() ? work : std::string()};
   TAC_RETURN_IF_ERROR(prepare_reference(model, opts, work + "/data", dims));
+  // An interrupt (tuner/interrupt.h) stops the tune as if its budget ran out; before the default
+  // route is measured there is nothing to write.
+  auto interrupted = [] { return interrupt_signal() != 0; };
+  auto nothing_measured = [] {
+    return invalid_argument(interrupt_reason() + " before the default route was measured: nothing written");
+  };
+  if (interrupted()) return nothing_measured();
   const double setup_s = elapsed();  // loading the model and computing the reference outputs
   std::error_code ec;
   fs::remove_all(work + "/calibration", ec);  // the cache lives for one run: the data may have changed since
@@ -377,10 +386,21 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     return r.to_string();
   };
 
-  // Resume: what this model/device/version already has in the database.
+  // Resume: what this model/device/version already has in the database. Rows are input: a row
+  // that cannot be read or makes no sense (the file was edited or damaged) is left out with a
+  // warning naming it, not trusted and not fatal: its route is simply evaluated again if the
+  // search proposes it, and the fresh record (the latest row of a route wins) replaces it. Failing
+  // the whole tune would leave the user to repair an SQLite file by hand or lose every good row.
   History history;
   std::map<std::string, CandidateRecord> by_route;
-  TAC_ASSIGN_OR_RETURN(auto previous, db->all(model.hash, device, version));
+  std::vector<CandidateRecord> previous;
+  {
+    std::vector<std::string> skipped;
+    TAC_ASSIGN_OR_RETURN(auto rows, db->all(model.hash, device, version, &skipped));
+    previous = usable_candidates(std::move(rows), opts.db_path, skipped);
+    for (const std::string& why : skipped)
+      if (progress) progress("warning: " + why + "; row ignored (its route is evaluated again if proposed)");
+  }
   for (const CandidateRecord& rec : previous) {
     by_route[rec.route] = rec;
     auto route = builder::Route::parse(rec.route);
@@ -462,6 +482,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     const std::string text = active_text(route);
     if (auto it = by_route.find(text); it != by_route.end()) return it->second;
     const EvalResult r = eval_now(request(text, opts.cheap_seconds));
+    if (r.status == "interrupted") return nothing_measured();  // used for the default route only
     return record_candidate(text, who, r, reference_evaluator);
   };
   auto objective = [](const CandidateRecord& rec) { return rec.status == "ok" ? rec.median_ms : INFINITY; };
@@ -519,24 +540,26 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   if (def.status != "ok")
     return Status(def.status == "rejected" ? ErrorKind::invalid_argument : ErrorKind::unsupported,
                   "the default route did not pass (" + def.status + ": " + def.reason + ")");
-  for (const auto& [route, rec] : by_route)
-    if (point_of(space, *builder::Route::parse(rec.route), threads)) add_entry(rec);
+  for (const auto& [text, rec] : by_route)
+    if (auto route = builder::Route::parse(rec.route); route && point_of(space, *route, threads)) add_entry(rec);
   add_entry(def);
   // The incumbent starts as the default, measured at rung 1 too, so that promotions to rung 1
   // compare like with like; a better resumed candidate has to win its acceptance test again.
   size_t incumbent = entry_of.at(def.route);
-  {
+  if (!interrupted()) {
     EvalResult r = eval_now(remeasure_request(def.route, rung1_seconds));
-    if (r.status != "ok") return internal_error("re-measuring the default route failed: " + r.reason);
-    TAC_RETURN_IF_ERROR(record(def.id, "rung1", r));
-    entries[incumbent].score.push_back(r.median_ms);
-    candidate_timeout_s = std::min(opts.limits.timeout_s, std::max(30.0, 10.0 * r.wall_s));
+    if (r.status != "interrupted") {  // an interrupted measurement is not recorded; the search will not start
+      if (r.status != "ok") return internal_error("re-measuring the default route failed: " + r.reason);
+      TAC_RETURN_IF_ERROR(record(def.id, "rung1", r));
+      entries[incumbent].score.push_back(r.median_ms);
+      candidate_timeout_s = std::min(opts.limits.timeout_s, std::max(30.0, 10.0 * r.wall_s));
+    }
   }
   // Several evaluators (MPI ranks, one GPU or core set each) need not run at one speed: each
   // times the default once, all at the same time, and their cheap and rung times are scaled to
   // the reference evaluator's before they are ranked.
   std::map<int, double> speed;  // by rank; absent: 1
-  if (pool->live() > 1) {
+  if (pool->live() > 1 && !interrupted()) {
     for (uint64_t t = 1; pool->idle() > 0; ++t) TAC_RETURN_IF_ERROR(pool->submit(t, job_of({remeasure_request(def.route, opts.cheap_seconds)}), false));
     std::map<int, double> ms;
     double ref_ms = 0;
@@ -556,13 +579,14 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // Latency of the incumbent in the units of the default's cheap measurement (for the progress
   // line and the strategies' scale).
   double incumbent_ms = def.median_ms;
-  if (elapsed() >= opts.budget_s)
+  if (elapsed() >= opts.budget_s && !interrupted())
     return invalid_argument("--budget " + fmt(opts.budget_s, 0) + " s is too small: loading the model and computing the "
                             "reference outputs took " + fmt(setup_s, 1) + " s and evaluating the default route " +
                             fmt(elapsed() - setup_s, 1) + " s (give at least several times their sum)");
 
   int candidates_in_flight = 0;  // dispatched, not yet recorded: counted against the candidate budget
   auto budget_left = [&]() -> std::string {
+    if (interrupted()) return interrupt_reason();
     if (elapsed() >= opts.budget_s) return "time budget";
     if (opts.max_candidates >= 0 && sum.candidates + candidates_in_flight >= opts.max_candidates) return "candidate budget";
     if (opts.max_build_s >= 0 && sum.build_s >= opts.max_build_s) return "build-time budget";
@@ -593,17 +617,17 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   // more (on a large model the isolated selection times every tactic of every node: on the GPU,
   // BERT-base's GEMMs and their cuBLASLt algorithms), and the search goes on without it.
   auto inspection_limit = [&](double share) { return std::max(10.0, share * (opts.budget_s - elapsed())); };
-  if (searching.count(opts.strategy)) {
+  if (searching.count(opts.strategy) && !interrupted()) {
     def_profile = eval_now(inspect_request(def.route, true), inspection_limit(0.25));
     if (def_profile.status == "ok") weigh_by_time(space, def_profile.node_ms);
-    else line("profiling the default failed (" + def_profile.reason + "): dimensions unweighted");
+    else if (def_profile.status != "interrupted") line("profiling the default failed (" + def_profile.reason + "): dimensions unweighted");
     // The classic profiling builder's answer: every applicable tactic timed alone on its layer.
     // Its times become the tactic dimensions' value priors, its choice the seed (below).
     builder::Route iso = space.base;
     iso.values["builder.selection"] = "isolated";
     isolated = eval_now(inspect_request(with_threads(iso), false), inspection_limit(0.4));
     if (isolated.status == "ok") set_value_priors(space, isolated.costs);
-    else line("isolated selection failed (" + isolated.reason + "): no value priors, no seed");
+    else if (isolated.status != "interrupted") line("isolated selection failed (" + isolated.reason + "): no value priors, no seed");
   }
   TAC_ASSIGN_OR_RETURN(auto strategy, make_strategy(opts.strategy, space, opts.seed));
 
@@ -740,6 +764,21 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     InFlight f = std::move(it->second);
     inflight.erase(it);
     if (d.lost) line(d.results.empty() ? std::string("an evaluator was lost") : d.results[0].reason);
+    // An interrupted job measured nothing: nothing is recorded (a resume evaluates the candidate
+    // again), and the search is stopping (budget_left).
+    const bool cut = std::any_of(d.results.begin(), d.results.end(), [](const EvalResult& r) { return r.status == "interrupted"; });
+    if (cut) {
+      if (f.kind == JobKind::candidate) {
+        --candidates_in_flight;
+        for (const Waiter& w : waiting[f.route]) points_in_flight.erase({w.hist, w.point});
+        waiting.erase(f.route);
+      } else if (f.kind == JobKind::profile) {
+        refine_pending = false;
+      } else {
+        entries[f.entry].busy = false;
+      }
+      return Status::ok();
+    }
     if (f.kind == JobKind::candidate) {
       --candidates_in_flight;
       ++sum.candidates_by_rank[d.rank];
@@ -850,7 +889,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   while (true) {
     // Fill every idle evaluator.
     while (pool->idle() > 0) {
-      if (elapsed() < opts.budget_s)
+      if (elapsed() < opts.budget_s && !interrupted())
         if (auto up = next()) {
           TAC_RETURN_IF_ERROR(dispatch_promotion(up->first, up->second));
           continue;
@@ -891,18 +930,20 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     if (!d) break;
     TAC_RETURN_IF_ERROR(handle(*d));
   }
-  if (pool->live() == 0) return internal_error("every evaluator rank was lost: the search cannot go on");
+  if (pool->live() == 0 && !interrupted())
+    return internal_error("every evaluator rank was lost: the search cannot go on");
   if (std::string why = budget_left(); !why.empty()) sum.stop_reason = why;
   else sum.stop_reason = "search space exhausted by " + who;
   CandidateRecord best_rec = entries[incumbent].rec;
 
   // Final comparison: final_rounds paired measurements (default and best in one child, timed in
-  // alternating blocks), careful, on the reference evaluator (one device). When nothing beat the default, the default is timed alone: comparing it with itself
-  // would only report the noise as a speed-up.
+  // alternating blocks), careful, on the reference evaluator (one device). When nothing beat the
+  // default, the default is timed alone: comparing it with itself would only report the noise as a
+  // speed-up. Skipped when interrupted; an interrupt during it keeps the rounds already done.
   std::vector<double> da, db_;
   std::vector<double> ratios;
   const bool same = best_rec.route == def.route;
-  {
+  if (!interrupted()) {
     // Each round one child builds both and times them in alternating blocks (paired).
     EvalRequest a = request(def.route, same ? opts.careful_seconds : 2 * opts.careful_seconds);
     a.check = false;
@@ -933,21 +974,36 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     sum.best_ms = sum.default_ms;
     sum.speedup = sum.speedup_low = sum.speedup_high = 1;
   }
+  if (interrupted() && sum.stop_reason != interrupt_reason())
+    sum.stop_reason += "; " + interrupt_reason() + " during the final comparison";
   sum.best_route = best_rec.route;
-  sum.best_metrics_json = best_rec.metrics_json.empty() ? "[]" : best_rec.metrics_json;
+  // Embedded in summary.json as it is: only the accuracy gate's own JSON list (a resumed record's
+  // text was validated; a fresh one comes from the child).
+  sum.best_metrics_json = parse_metrics_json(best_rec.metrics_json).is_ok() && !best_rec.metrics_json.empty()
+                              ? best_rec.metrics_json
+                              : "[]";
 
   if (!opts.out_dir.empty()) {
+    // Saved even when interrupted (the best of what was measured): this child is not killed by
+    // the interrupt; a second signal ends everything at once.
     EvalRequest save = request(best_rec.route, 0);
     save.measure = false;
     save.save_plan = opts.out_dir + "/best.plan";
-    EvalResult rs = evaluate_in_child(save, opts.limits);
+    EvalResult rs = evaluate_in_child(save, opts.limits, OnInterrupt::finish);
     if (rs.status != "ok") return internal_error("could not rebuild the best route to save it: " + rs.reason);
-    std::ofstream(opts.out_dir + "/best.route") << "# tactician tune " << opts.model_path << ": best route, "
-                                                << fmt(sum.speedup, 3) << "x the default\n"
-                                                << best_rec.route << "\n";
+    auto write = [](const std::string& path, const std::string& text) -> Status {
+      std::ofstream f(path, std::ios::binary);
+      f << text;
+      f.close();
+      return f ? Status::ok() : io_error(path + ": cannot write it");
+    };
+    TAC_RETURN_IF_ERROR(write(opts.out_dir + "/best.route", "# tactician tune " + opts.model_path + ": best route, " +
+                                                                fmt(sum.speedup, 3) + "x the default\n" + best_rec.route +
+                                                                "\n"));
     sum.wall_s = elapsed();
-    std::ofstream(opts.out_dir + "/summary.json") << sum.to_json() << "\n";
-    TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html"));
+    TAC_RETURN_IF_ERROR(write(opts.out_dir + "/summary.json", sum.to_json() + "\n"));
+    std::vector<std::string> skipped;  // the report lists them
+    TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html", &skipped));
   }
   sum.wall_s = elapsed();
   return sum;
@@ -955,9 +1011,12 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
 
 Result<Explanation> explain(const TuneOptions& opts) {
   TAC_ASSIGN_OR_RETURN(ir::Model model, io::load_model(opts.model_path));
-  TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path));
+  TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path, Database::Mode::read_only));
   TAC_ASSIGN_OR_RETURN(const std::string device, builder::device_fingerprint(opts.backend));
-  TAC_ASSIGN_OR_RETURN(auto records, db->all(model.hash, device, TAC_VERSION));
+  Explanation ex;
+  TAC_ASSIGN_OR_RETURN(auto rows, db->all(model.hash, device, TAC_VERSION, &ex.warnings));
+  const std::vector<CandidateRecord> records = usable_candidates(std::move(rows), opts.db_path, ex.warnings);
+  for (std::string& w : ex.warnings) w += "; row ignored";
   const CandidateRecord* best = nullptr;
   const std::string threads = "threads=" + std::to_string(opts.threads);
   for (const CandidateRecord& r : records)  // same thread count only: otherwise not comparable
@@ -965,7 +1024,6 @@ Result<Explanation> explain(const TuneOptions& opts) {
   if (!best)
     return invalid_argument(opts.db_path + ": no successful candidate for " + opts.model_path + " at " + threads +
                             " on this device and tool version; run `tactician tune` first");
-  Explanation ex;
   ex.best_route = best->route;
   TAC_ASSIGN_OR_RETURN(builder::Route win, builder::Route::parse(best->route));
   win.values.erase("threads");

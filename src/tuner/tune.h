@@ -117,7 +117,13 @@ IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& k
 // Durations: "90s", "10m", "1h", "1h30m", "45" (seconds). Errors name the text.
 Result<double> parse_duration(const std::string& text);
 
+// Progress lines start with "[tune] "; a line starting with "warning: " is a warning (a database
+// row left out as unreadable), to show even where progress is not.
 using Progress = std::function<void(const std::string& line)>;
+// Stops early, as if its budget ran out, when interrupted (tuner/interrupt.h): the candidate
+// running is killed and not recorded, the final comparison is skipped (or cut short), the outputs
+// of what was measured are written and stop_reason says "interrupted (SIGINT)". Interrupted before
+// the default route was measured, it writes nothing and returns an error saying so.
 Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress);
 
 // `tactician explain`: which knob changes carry the gain of the best recorded route, by ablation
@@ -132,9 +138,11 @@ struct Explanation {
   std::string best_route;
   double default_ms = 0, best_ms = 0;
   std::vector<KnobShare> knobs;  // largest share first
+  std::vector<std::string> warnings;  // database rows left out as unreadable (Database, validate_candidate)
 };
-// Uses the database's best `ok` record for this model on this device and tool version;
-// opts supplies the model, threads, data, limits and measurement settings.
+// Uses the database's best `ok` record for this model on this device and tool version (the
+// database opened read-only: it must exist); opts supplies the model, threads, data, limits and
+// measurement settings.
 Result<Explanation> explain(const TuneOptions& opts);
 
 }  // namespace tac::tuner

@@ -40,8 +40,14 @@ grep -q "<svg" "$tmp/r.html" || fail "report has no plots"
 # explain: an ablation table (or "no gain to explain") from the same database.
 "$bin" explain "$model" --db "$tmp/t.db" --threads 1 --rounds 1 > "$tmp/ex" 2>&1 || fail "explain exited $?"
 grep -qE "share|no gain to explain" "$tmp/ex" || fail "explain printed no explanation"
-"$bin" explain "$model" --db "$tmp/empty.db" --threads 1 > "$tmp/ex2" 2>&1
-[ $? -eq 2 ] && grep -q "no successful candidate" "$tmp/ex2" || fail "explain on an empty database"
+# A database without a successful candidate at these settings (every row is at --threads 1): a
+# clear error, exit 2.
+"$bin" explain "$model" --db "$tmp/t.db" --threads 2 > "$tmp/ex2" 2>&1
+[ $? -eq 2 ] && grep -q "no successful candidate" "$tmp/ex2" || fail "explain without a successful candidate"
+# A database that does not exist: a clear error, and explain (a reader) does not create it.
+"$bin" explain "$model" --db "$tmp/empty.db" --threads 1 > "$tmp/ex3" 2>&1
+[ $? -eq 1 ] && grep -q "empty.db: no such tuning database" "$tmp/ex3" && [ ! -e "$tmp/empty.db" ] ||
+  fail "explain on a missing database"
 # A tolerance of the user's own searches the precision knobs, first as one whole-engine seed per
 # other value of precision.default (bf16, int8), each checked against it like any candidate.
 "$bin" tune "$model" --strategy random --tolerance "cos>=0.999" --max-candidates 3 --budget 120s --threads 1 \

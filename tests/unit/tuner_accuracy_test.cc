@@ -405,5 +405,47 @@ TEST(TunerAccuracyJson, Format) {
   EXPECT_EQ(metrics_json({}), "[]");
 }
 
+TEST(TunerAccuracyJson, ParsesWhatItWrites) {
+  Metrics a;
+  a.linf = 1e-3;
+  a.l1 = 2.5e-7;
+  a.l2 = kInf;  // written as null
+  a.cos = 0.999;
+  a.l0 = 0.25;
+  a.finite = false;
+  Metrics b;
+  auto back = parse_metrics_json(metrics_json({a, b}));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].linf, a.linf);
+  EXPECT_EQ((*back)[0].l1, a.l1);
+  EXPECT_TRUE(std::isnan((*back)[0].l2));
+  EXPECT_EQ((*back)[0].cos, a.cos);
+  EXPECT_EQ((*back)[0].l0, a.l0);
+  EXPECT_FALSE((*back)[0].finite);
+  EXPECT_TRUE((*back)[1].finite);
+  EXPECT_TRUE(parse_metrics_json("").is_ok());
+  EXPECT_TRUE(parse_metrics_json(" [ ] ").is_ok());
+}
+
+TEST(TunerAccuracyJson, RefusesAnythingElse) {
+  auto why = [](const char* text) {
+    auto r = parse_metrics_json(text);
+    return r.is_ok() ? std::string("<accepted>") : r.status().message();
+  };
+  EXPECT_EQ(why("{}"), "metrics JSON at byte 0: expected '[' (a list of per-output metrics)");
+  EXPECT_EQ(why("[1]"), "metrics JSON at byte 1: expected '{' (one output's metrics)");
+  EXPECT_EQ(why(R"([{"l2": "0.1"}])"), "metrics JSON at byte 8: metric 'l2' is not a number");
+  EXPECT_EQ(why(R"([{"l2": 1e999}])"), "metrics JSON at byte 13: metric 'l2' is out of range");
+  EXPECT_EQ(why(R"([{"l2": -1}])"), "metrics JSON at byte 10: metric 'l2' is negative");
+  EXPECT_EQ(why(R"([{"l2": 1, "l2": 2}])"), "metrics JSON at byte 15: metric 'l2' given twice");
+  EXPECT_EQ(why(R"([{"finite": 1}])"), "metrics JSON at byte 12: 'finite' must be true or false");
+  EXPECT_EQ(why(R"([{"l2": 1}] x)"), "metrics JSON at byte 12: text after the list");
+  EXPECT_EQ(why(R"([{"l2": 1},])"), "metrics JSON at byte 11: expected '{' (one output's metrics)");
+  EXPECT_EQ(why(R"([{"l2": 1.}])"), "metrics JSON at byte 10: metric 'l2': digits expected after '.'");
+  EXPECT_EQ(why(R"([{"l\u0032": 1}])"), "metrics JSON at byte 4: unterminated or escaped metric name");
+  EXPECT_EQ(why("[{\"l2\": 1}"), "metrics JSON at byte 10: expected ',' or ']'");
+}
+
 }  // namespace
 }  // namespace tac::tuner

@@ -518,5 +518,154 @@ TEST_F(TunerDatabase, ExportToAnUnwritablePathIsAnError) {
   EXPECT_NE(s.message().find(out), std::string::npos) << s.to_string();
 }
 
+// ---- Reading back hostile rows (issue 30): every value read is input ----
+
+// Runs fixed SQL on the raw file (an edit made behind the tuner's back, as `sqlite3` would).
+void raw_exec(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+TEST_F(TunerDatabase, AColumnHoldingWhatInsertNeverWritesIsNamed) {
+  const std::string path = file("t.db");
+  {
+    auto db = open_ok(path);
+    ASSERT_TRUE(db);
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(db->insert(sample("k=" + std::to_string(i), i)).is_ok());
+  }
+  raw_exec(path,
+           "UPDATE candidates SET median_ms = 'fast' WHERE id = 2;"
+           "UPDATE candidates SET runs = 1099511627776 WHERE id = 3;"
+           "UPDATE candidates SET route = x'00ff' WHERE id = 4;"
+           "UPDATE candidates SET seed = 'x' WHERE id = 5;");
+  auto db = open_ok(path);
+  ASSERT_TRUE(db);
+  // Without a place to put them, the first bad row is the error, naming the file, row and column.
+  auto strict = db->everything();
+  ASSERT_FALSE(strict.is_ok());
+  EXPECT_EQ(strict.status().message(),
+            path + ": row 2 (route 'k=1'): column 'median_ms' holds text 'fast', not a number");
+  // With one, the bad rows are left out and described; the others come back intact.
+  std::vector<std::string> skipped;
+  auto lenient = db->everything(&skipped);
+  ASSERT_TRUE(lenient.is_ok()) << lenient.status().to_string();
+  ASSERT_EQ(lenient->size(), 2u);
+  EXPECT_EQ((*lenient)[0].route, "k=0");
+  EXPECT_EQ((*lenient)[1].route, "k=5");
+  ASSERT_EQ(skipped.size(), 4u);
+  EXPECT_EQ(skipped[1], path + ": row 3 (route 'k=2'): column 'runs' holds 1099511627776, out of range [-2147483648, 2147483647]");
+  EXPECT_EQ(skipped[2], path + ": row 4 (route '\\x00\xff'): column 'route' holds a blob of 2 bytes, not text");
+  EXPECT_EQ(skipped[3], path + ": row 5 (route 'k=4'): column 'seed' holds text 'x', not an integer");
+  auto found = db->find("m-abc123", "cpu:x86_64:avx512:16", "0.4.0+g1234", "k=1");
+  ASSERT_FALSE(found.is_ok());
+  EXPECT_NE(found.status().message().find("row 2 (route 'k=1')"), std::string::npos) << found.status().to_string();
+  std::vector<std::string> export_skipped;
+  ASSERT_TRUE(db->export_jsonl(file("e.jsonl"), &export_skipped).is_ok());
+  EXPECT_EQ(export_skipped.size(), 4u);
+  EXPECT_FALSE(db->export_jsonl(file("e2.jsonl")).is_ok());
+}
+
+TEST_F(TunerDatabase, ValidateCandidateAcceptsWhatTheTunerWritesOnly) {
+  CandidateRecord good = sample("tactic.conv_1=im2col threads=4");
+  good.id = 7;
+  good.metrics_json = R"([{"linf": 0, "l1": 1e-07, "l2": null, "cos": 1, "l0": 0, "finite": true}])";
+  EXPECT_TRUE(validate_candidate(good).is_ok()) << validate_candidate(good).to_string();
+  CandidateRecord failed = good;
+  failed.status = "crashed";
+  failed.median_ms = failed.p10_ms = failed.p90_ms = failed.cv = std::nan("");
+  failed.runs = 0;
+  failed.metrics_json = "[]";
+  EXPECT_TRUE(validate_candidate(failed).is_ok()) << validate_candidate(failed).to_string();
+  failed.metrics_json = "";
+  EXPECT_TRUE(validate_candidate(failed).is_ok()) << validate_candidate(failed).to_string();
+
+  auto why = [&](auto edit) {
+    CandidateRecord r = good;
+    edit(r);
+    Status s = validate_candidate(r);
+    return s.is_ok() ? std::string("<accepted>") : s.message();
+  };
+  EXPECT_EQ(why([](CandidateRecord& r) { r.route = "threadsX"; }), "route: 'threadsX' is not of the form knob=value");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.route = "a=b c"; }), "route: 'c' is not of the form knob=value");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.route = "threads=4  a=1"; }),
+            "route is not in the canonical form the tuner writes ('a=1 threads=4')");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.status = "great"; }),
+            "unknown status 'great' (ok, rejected, build_failed, run_failed, crashed or timeout)");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.median_ms = std::nan(""); }), "median_ms is nan (a time or cv is finite and not negative)");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.median_ms = 0; }), "an ok candidate with median_ms 0.000000");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.p90_ms = -1; }), "p90_ms is -1.000000 (a time or cv is finite and not negative)");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.cv = INFINITY; }), "cv is inf (a time or cv is finite and not negative)");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.runs = 0; }), "runs is 0 for an ok candidate");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.threads = 0; }), "threads is 0");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.unix_time = -5; }), "unix_time is -5.000000");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.metrics_json = "{not json"; }),
+            "metrics JSON at byte 0: expected '[' (a list of per-output metrics)");
+  EXPECT_EQ(why([](CandidateRecord& r) { r.metrics_json = R"([{"l2": 0.1, "note": "\"l2\": 5"}])"; }),
+            "metrics JSON at byte 21: unknown metric 'note' (linf, l1, l2, cos, l0, finite)");
+
+  std::vector<std::string> skipped;
+  CandidateRecord bad = good;
+  bad.id = 8;
+  bad.route = std::string("x\n=1");
+  auto kept = usable_candidates({good, bad}, "t.db", skipped);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].id, 7);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0], "t.db: row 8 (route 'x\\x0A=1'): route: 'x' is not of the form knob=value");
+}
+
+TEST_F(TunerDatabase, ReadOnlyNeverCreatesOrChangesAFile) {
+  const std::string missing = file("missing.db");
+  auto db = Database::open(missing, Database::Mode::read_only);
+  ASSERT_FALSE(db.is_ok());
+  EXPECT_EQ(db.status().kind(), ErrorKind::io_error);
+  EXPECT_EQ(db.status().message(), missing + ": no such tuning database");
+  EXPECT_FALSE(fs::exists(missing));
+  EXPECT_FALSE(fs::exists(missing + "-wal"));
+
+  write_file(file("empty.db"), "");
+  auto empty = Database::open(file("empty.db"), Database::Mode::read_only);
+  ASSERT_FALSE(empty.is_ok());
+  EXPECT_NE(empty.status().message().find("the file is empty"), std::string::npos) << empty.status().to_string();
+  EXPECT_EQ(fs::file_size(file("empty.db")), 0u);
+
+  {
+    auto w = open_ok(file("t.db"));
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(w->insert(sample("a=1")).is_ok());
+  }
+  chmod(file("t.db").c_str(), 0444);
+  auto r = Database::open(file("t.db"), Database::Mode::read_only);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  auto all = (*r)->everything();
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  EXPECT_EQ(all->size(), 1u);
+  EXPECT_FALSE((*r)->insert(sample("b=1")).is_ok());
+}
+
+TEST_F(TunerDatabase, ReadOnlyReadsAFileOfTheFirstLayoutAsItIs) {
+  const std::string path = file("old.db");
+  {
+    auto db = open_ok(path);
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(db->insert(sample("a=1")).is_ok());
+  }
+  raw_exec(path, "DROP TABLE measurements; ALTER TABLE candidates DROP COLUMN evaluator;");
+  auto db = Database::open(path, Database::Mode::read_only);
+  ASSERT_TRUE(db.is_ok()) << db.status().to_string();
+  auto all = (*db)->everything();
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].evaluator, "");
+  auto ms = (*db)->measurements();
+  ASSERT_TRUE(ms.is_ok()) << ms.status().to_string();
+  EXPECT_TRUE(ms->empty());
+  EXPECT_EQ(raw_query(path, "SELECT count(*) FROM pragma_table_info('candidates') WHERE name = 'evaluator'"), "0");
+}
+
 }  // namespace
 }  // namespace tac::tuner

@@ -2,11 +2,16 @@
 // in the database, resumed on a second run; durations and search spaces.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "tuner/database.h"
 #include "tuner/evaluator.h"
+#include "tuner/interrupt.h"
 #include "tuner/tune.h"
 
 namespace tac::tuner {
@@ -226,6 +231,50 @@ TEST(Evaluator, ComparesTwoRoutesInOneChild) {
   EXPECT_EQ(bad.status, "build_failed");
   EXPECT_NE(bad.reason.find("compare route"), std::string::npos) << bad.reason;
   EXPECT_NE(bad.reason.find("pass.fuse_conv"), std::string::npos) << bad.reason;
+  fs::remove_all(dir);
+}
+
+// An interrupt (tuner/interrupt.h) kills the running child and reports "interrupted" (never a
+// crash: it is not recorded); a child asked to finish (saving the best plan) runs regardless.
+TEST(Evaluator, AnInterruptStopsTheChildUnlessAskedToFinish) {
+  EvalRequest rq;
+  rq.model_path = "/nonexistent/model.onnx";
+  rq.route = "threads=1";
+  EvalLimits lim;
+  lim.binary = TAC_BINARY;
+  request_interrupt(SIGTERM);
+  EXPECT_EQ(interrupt_reason(), "interrupted (SIGTERM)");
+  EvalResult before = evaluate_in_child(rq, lim);
+  EXPECT_EQ(before.status, "interrupted");
+  EXPECT_EQ(before.reason, "interrupted (SIGTERM) before it started");
+  EvalResult finish = evaluate_in_child(rq, lim, OnInterrupt::finish);
+  EXPECT_EQ(finish.status, "build_failed") << finish.reason;  // it ran
+  EXPECT_NE(finish.reason.find("/nonexistent/model.onnx"), std::string::npos) << finish.reason;
+  clear_interrupt();
+  EXPECT_EQ(interrupt_signal(), 0);
+
+  const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
+  if (!fs::exists(zoo / "model.onnx")) GTEST_SKIP() << "no model zoo";
+  const fs::path dir = fs::temp_directory_path() / ("tac_eval_int_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
+  rq.model_path = (zoo / "model.onnx").string();
+  rq.data_dir = dir.string();
+  rq.check = false;
+  rq.min_seconds = 60;  // measures for a minute unless stopped
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread stopper([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    request_interrupt(SIGINT);
+  });
+  EvalResult cut = evaluate_in_child(rq, lim);
+  stopper.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  clear_interrupt();
+  EXPECT_EQ(cut.status, "interrupted") << cut.reason;
+  EXPECT_EQ(cut.reason, "interrupted (SIGINT): the child was killed");
+  EXPECT_LT(s, 5.0);
   fs::remove_all(dir);
 }
 
