@@ -1,28 +1,85 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target with clang (ASan + UBSan) and runs it for SECONDS (default 60)
-# on a seed corpus of ONNX backend conformance models. Usage: scripts/fuzz.sh [SECONDS]
+# Fuzzes Tactician's readers of untrusted bytes, each target for SECONDS (default 60), under
+# ASan + UBSan. Usage: scripts/fuzz.sh [SECONDS] [TARGET ...]
+#   load_model  ONNX model bytes -> import -> shape inference          (libFuzzer, clang; default)
+#   db_row      a tuning-database row's route and metrics text -> the checks rows are read with
+#               (validate_candidate) -> the route's canonical round trip  (libFuzzer, clang; default)
+#   load_plan   plan bytes -> load + validation -> engine -> one run     (AFL++ with afl-g++-fast
+#               over the whole library; seeds are plans build/tactician makes from conformance models)
+# Findings (inputs that crash) go to build-fuzz/findings/ and build-afl/out/default/crashes/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(load_model db_row)
 backend="${TAC_ONNX_BACKEND_DIR:-../shared/onnx-backend}"
 
-for p in clang libclang-rt-14-dev; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev >/dev/null
-    break
-  fi
-done
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAC_FUZZ=ON >/dev/null
-ninja -C build-fuzz fuzz_load_model > build-fuzz.log 2>&1 || { tail -20 build-fuzz.log; echo "fuzz.sh: building the fuzz target failed" >&2; exit 1; }
+install() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
 
-corpus=build-fuzz/corpus
-if [ ! -d "$corpus" ]; then
-  mkdir -p "$corpus"
-  # One model per op family is plenty of seeds: every 4th conformance model, all simple/ ones.
-  find "$backend/node" "$backend/simple" -name model.onnx 2>/dev/null | sort | awk 'NR % 4 == 1' |
-    while read -r f; do cp "$f" "$corpus/$(echo "$f" | md5sum | cut -c1-16).onnx"; done
-fi
-mkdir -p build-fuzz/findings
-build-fuzz/tests/fuzz/fuzz_load_model "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
-  -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 2>&1 | tail -20
+libfuzzer() {  # libfuzzer TARGET SEED_DIR_MAKER
+  local target="$1"
+  install clang libclang-rt-14-dev
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAC_FUZZ=ON >/dev/null
+  ninja -C build-fuzz "fuzz_$target" > build-fuzz.log 2>&1 || { tail -20 build-fuzz.log; echo "fuzz.sh: building fuzz_$target failed" >&2; exit 1; }
+  local corpus="build-fuzz/corpus-$target"
+  if [ ! -d "$corpus" ]; then
+    mkdir -p "$corpus"
+    if [ "$target" = load_model ]; then
+      # One model per op family is plenty of seeds: every 4th conformance model, all simple/ ones.
+      find "$backend/node" "$backend/simple" -name model.onnx 2>/dev/null | sort | awk 'NR % 4 == 1' |
+        while read -r f; do cp "$f" "$corpus/$(echo "$f" | md5sum | cut -c1-16).onnx"; done
+    else
+      printf 'pass.fuse_conv=off threads=1\0[{"linf": 3e-06, "l1": 1e-07, "l2": 2e-07, "cos": 1, "l0": 0, "finite": true}]' > "$corpus/a"
+      printf 'layout.default=nhwc precision.ln_3=fp32 tactic.conv_17=winograd_f4\0[]' > "$corpus/b"
+      printf '# a route file\nmemory.planner=greedy_by_size\n\nbuilder.selection=isolated\n' > "$corpus/c"
+    fi
+  fi
+  mkdir -p build-fuzz/findings
+  echo "== $target (libFuzzer, $seconds s)"
+  "build-fuzz/tests/fuzz/fuzz_$target" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 2>&1 | tail -20
+}
+
+afl() {  # the whole library under AFL++
+  local target="$1"
+  install afl++ clang
+  [ -x build/tactician ] || { echo "fuzz.sh: $target needs build/tactician for its seeds (run scripts/setup.sh)" >&2; exit 1; }
+  CC=afl-gcc-fast CXX=afl-g++-fast cmake -S . -B build-afl -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAC_SANITIZE=ON \
+    -DTAC_FUZZ_AFL=ON -DTAC_CUDA=OFF -DTAC_MPI=OFF >/dev/null
+  ninja -C build-afl "fuzz_$target" > build-afl.log 2>&1 || { tail -20 build-afl.log; echo "fuzz.sh: building fuzz_$target failed" >&2; exit 1; }
+  local seeds=build-afl/seeds-$target
+  if [ ! -d "$seeds" ]; then
+    mkdir -p "$seeds"
+    # Small plans of varied ops: every 40th conformance model that builds, at one thread.
+    find "$backend/node" -name model.onnx | sort | awk 'NR % 40 == 1' | while read -r f; do
+      out="$seeds/$(echo "$f" | md5sum | cut -c1-16).plan"
+      build/tactician build "$f" --threads 1 -o "$out" >/dev/null 2>&1 || rm -f "$out"
+      [ ! -f "$out" ] || [ "$(stat -c %s "$out")" -lt 65536 ] || rm -f "$out"
+    done
+  fi
+  echo "== $target (AFL++, $seconds s, $(ls "$seeds" | wc -l) seeds)"
+  AFL_SKIP_CPUFREQ=1 AFL_NO_UI=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_SKIP_CRASHES=1 \
+    ASAN_OPTIONS="abort_on_error=1:symbolize=0:detect_leaks=0:allocator_may_return_null=1" \
+    afl-fuzz -i "$seeds" -o build-afl/out -V "$seconds" -m none -t 5000 -- "build-afl/tests/fuzz/fuzz_$target" \
+    > build-afl/afl-$target.log 2>&1 || { tail -30 build-afl/afl-$target.log; exit 1; }
+  grep -E "^(execs_done|execs_per_sec|corpus_count|saved_crashes|saved_hangs|bitmap_cvg|run_time)" build-afl/out/default/fuzzer_stats
+  local crashes; crashes=$(ls build-afl/out/default/crashes 2>/dev/null | grep -vc README || true)
+  [ "$crashes" -eq 0 ] || { echo "fuzz.sh: $crashes crashing inputs in build-afl/out/default/crashes" >&2; exit 1; }
+}
+
+for t in "${targets[@]}"; do
+  case "$t" in
+    load_model|db_row) libfuzzer "$t" ;;
+    load_plan) afl "$t" ;;
+    *) echo "fuzz.sh: unknown target $t (load_model, db_row, load_plan)" >&2; exit 2 ;;
+  esac
+done

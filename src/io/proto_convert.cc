@@ -47,7 +47,7 @@ Status open_external(const onnx::TensorProto& p, const std::string& base_dir, co
   if (base_dir.empty()) return invalid_model(what + ": external data '" + location + "' but no model directory");
   const std::string where = what + ": external data location '" + location + "'";
   const fs::path rel(location);
-  if (rel.is_absolute() || location.front() == '/')
+  if (rel.is_absolute())
     return invalid_model(where + " is an absolute path; it must name a file inside the model's folder");
   for (const fs::path& part : rel)
     if (part == "..") return invalid_model(where + " climbs outside the model's folder ('..')");

@@ -29,6 +29,12 @@
 
 namespace tac::tuner {
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 namespace {
 
 // The child reports "key value" lines on stdout; values run to the end of the line.
@@ -290,7 +296,9 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, O
     // The memory limit caps the address space; a CUDA child cannot take one: the driver reserves
     // virtual address space far beyond physical memory at initialisation (an H200 run failed
     // cudaGetDeviceCount with "out of memory" under the 8 GiB cap). It keeps the time limit.
-    if (req.backend != "cuda") {
+    // AddressSanitizer's shadow memory is terabytes of address space: no cap in an ASan build
+    // (scripts/sanitize.sh), where tensors are still held to the machine's memory.
+    if (req.backend != "cuda" && !kAddressSanitizer) {
       rlimit lim{static_cast<rlim_t>(limits.memory_bytes), static_cast<rlim_t>(limits.memory_bytes)};
       setrlimit(RLIMIT_AS, &lim);
     }
