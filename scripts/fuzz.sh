@@ -4,9 +4,11 @@
 #   load_model  ONNX model bytes -> import -> shape inference          (libFuzzer, clang; default)
 #   db_row      a tuning-database row's route and metrics text -> the checks rows are read with
 #               (validate_candidate) -> the route's canonical round trip  (libFuzzer, clang; default)
-#   load_plan   plan bytes -> load + validation -> engine -> one run     (AFL++ with afl-g++-fast
-#               over the whole library; seeds are plans build/tactician makes from conformance models)
-# Findings (inputs that crash) go to build-fuzz/findings/ and build-afl/out/default/crashes/.
+#   load_plan   plan payload (header and checksum made valid) -> load + validation -> engine -> one
+#               run                                                      (libFuzzer over a GCC build
+#               of the whole library with ASan + UBSan, guided by comparison coverage, as clang cannot
+#               build the kernels; seeds are plans build/tactician makes from conformance models)
+# Findings (inputs that crash) go to build-fuzz/findings/ and build-fuzz-gcc/findings/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -49,37 +51,37 @@ libfuzzer() {  # libfuzzer TARGET SEED_DIR_MAKER
     -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 2>&1 | tail -20
 }
 
-afl() {  # the whole library under AFL++
+gccfuzz() {  # the whole library, built by GCC, under libFuzzer
   local target="$1"
-  install afl++ clang
+  install clang libclang-rt-14-dev
   [ -x build/tactician ] || { echo "fuzz.sh: $target needs build/tactician for its seeds (run scripts/setup.sh)" >&2; exit 1; }
-  CC=afl-gcc-fast CXX=afl-g++-fast cmake -S . -B build-afl -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAC_SANITIZE=ON \
-    -DTAC_FUZZ_AFL=ON -DTAC_CUDA=OFF -DTAC_MPI=OFF >/dev/null
-  ninja -C build-afl "fuzz_$target" > build-afl.log 2>&1 || { tail -20 build-afl.log; echo "fuzz.sh: building fuzz_$target failed" >&2; exit 1; }
-  local seeds=build-afl/seeds-$target
-  if [ ! -d "$seeds" ]; then
-    mkdir -p "$seeds"
-    # Small plans of varied ops: every 40th conformance model that builds, at one thread.
+  cmake -S . -B build-fuzz-gcc -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAC_SANITIZE=ON -DTAC_FUZZ_GCC=ON \
+    -DTAC_CUDA=OFF -DTAC_MPI=OFF >/dev/null
+  ninja -C build-fuzz-gcc "fuzz_$target" > build-fuzz-gcc.log 2>&1 ||
+    { tail -20 build-fuzz-gcc.log; echo "fuzz.sh: building fuzz_$target failed" >&2; exit 1; }
+  local corpus="build-fuzz-gcc/corpus-$target"
+  if [ ! -d "$corpus" ]; then
+    mkdir -p "$corpus"
+    # Small plans of varied ops: every 40th conformance model that builds, at one thread; the
+    # target takes a plan's payload (it writes the 28-byte header and checksum itself).
     find "$backend/node" -name model.onnx | sort | awk 'NR % 40 == 1' | while read -r f; do
-      out="$seeds/$(echo "$f" | md5sum | cut -c1-16).plan"
-      build/tactician build "$f" --threads 1 -o "$out" >/dev/null 2>&1 || rm -f "$out"
+      out="$corpus/$(echo "$f" | md5sum | cut -c1-16)"
+      build/tactician build "$f" --threads 1 -o "$out.plan" >/dev/null 2>&1 && tail -c +29 "$out.plan" > "$out"
+      rm -f "$out.plan"
       [ ! -f "$out" ] || [ "$(stat -c %s "$out")" -lt 65536 ] || rm -f "$out"
     done
   fi
-  echo "== $target (AFL++, $seconds s, $(ls "$seeds" | wc -l) seeds)"
-  AFL_SKIP_CPUFREQ=1 AFL_NO_UI=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_SKIP_CRASHES=1 \
-    ASAN_OPTIONS="abort_on_error=1:symbolize=0:detect_leaks=0:allocator_may_return_null=1" \
-    afl-fuzz -i "$seeds" -o build-afl/out -V "$seconds" -m none -t 5000 -- "build-afl/tests/fuzz/fuzz_$target" \
-    > build-afl/afl-$target.log 2>&1 || { tail -30 build-afl/afl-$target.log; exit 1; }
-  grep -E "^(execs_done|execs_per_sec|corpus_count|saved_crashes|saved_hangs|bitmap_cvg|run_time)" build-afl/out/default/fuzzer_stats
-  local crashes; crashes=$(ls build-afl/out/default/crashes 2>/dev/null | grep -vc README || true)
-  [ "$crashes" -eq 0 ] || { echo "fuzz.sh: $crashes crashing inputs in build-afl/out/default/crashes" >&2; exit 1; }
+  mkdir -p build-fuzz-gcc/findings
+  echo "== $target (libFuzzer over a GCC build, comparison coverage, $seconds s, $(ls "$corpus" | wc -l) seeds)"
+  ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1" \
+    "build-fuzz-gcc/tests/fuzz/fuzz_$target" "$corpus" -use_value_profile=1 -max_total_time="$seconds" \
+    -rss_limit_mb=4096 -timeout=20 -max_len=65536 -artifact_prefix=build-fuzz-gcc/findings/ -print_final_stats=1 2>&1 | tail -12
 }
 
 for t in "${targets[@]}"; do
   case "$t" in
     load_model|db_row) libfuzzer "$t" ;;
-    load_plan) afl "$t" ;;
+    load_plan) gccfuzz "$t" ;;
     *) echo "fuzz.sh: unknown target $t (load_model, db_row, load_plan)" >&2; exit 2 ;;
   esac
 done

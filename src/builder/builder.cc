@@ -29,15 +29,10 @@ namespace tac::builder {
 std::vector<int> step_inputs(const ir::Graph& g, const ir::Node& n) {
   std::vector<int> inputs = n.inputs;
   std::set<std::string> seen;  // then the outer-scope values its subgraphs read, each once
-  for (const auto& [key, a] : n.attrs) {
-    std::vector<const ir::Graph*> subs;
-    if (a.g) subs.push_back(a.g.get());
-    for (const auto& sg : a.graphs) subs.push_back(sg.get());
-    for (const ir::Graph* sg : subs)
-      for (const ir::Value& v : sg->values)
-        if (v.is_outer && seen.insert(v.name).second)
-          if (int id = g.find_value(v.name); id != ir::kNoValue) inputs.push_back(id);
-  }
+  for (const ir::Graph* sg : n.subgraphs())
+    for (const ir::Value& v : sg->values)
+      if (v.is_outer && seen.insert(v.name).second)
+        if (int id = g.find_value(v.name); id != ir::kNoValue) inputs.push_back(id);
   return inputs;
 }
 

@@ -1,9 +1,11 @@
 #include "builder/plan_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
 #include "builder/builder.h"
+#include "builder/memory_planner.h"
 #include "io/file.h"
 #include "io/onnx_export.h"
 #include "io/onnx_import.h"
@@ -89,6 +91,14 @@ Status validate_plan(const Plan& plan) {
                               " in the plan, but its graph makes it " +
                               (val.initializer ? "a constant" : graph_input ? "a graph input" : "a node's output"));
   }
+  // The arena is exactly what its values need (the memory planner's extent): a larger one would let
+  // a plan of a few bytes hold the machine's memory.
+  int64_t extent = 0;
+  for (const PlanValue& pv : plan.values)
+    if (pv.kind == Kind::arena) extent = std::max(extent, (pv.offset + pv.bytes + kAlignment - 1) / kAlignment * kAlignment);
+  if (plan.arena_bytes > extent)
+    return invalid_argument("the arena of " + std::to_string(plan.arena_bytes) + " bytes is larger than its values need (" +
+                            std::to_string(extent) + ")");
   std::vector<bool> ready(g.values.size(), false);
   for (size_t v = 0; v < g.values.size(); ++v) ready[v] = plan.values[v].kind == Kind::constant || plan.values[v].kind == Kind::input ||
                                                           (plan.values[v].kind == Kind::dynamic && g.values[v].is_input);

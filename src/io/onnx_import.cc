@@ -214,18 +214,13 @@ Status Importer::convert_graph(const onnx::GraphProto& gp, const std::set<std::s
   // Outer-scope references made only inside nested subgraphs must be visible here too, so that
   // the enclosing graph orders its nodes after their producers and the interpreter finds them.
   for (const ir::Node& n : g.nodes)
-    for (const auto& [key, a] : n.attrs) {
-      std::vector<const ir::Graph*> subs;
-      if (a.g) subs.push_back(a.g.get());
-      for (const auto& sg : a.graphs) subs.push_back(sg.get());
-      for (const ir::Graph* sg : subs)
-        for (const ir::Value& sv : sg->values)
-          if (sv.is_outer && g.find_value(sv.name) == ir::kNoValue) {
-            if (!outer.count(sv.name))
-              return invalid_model(gwhere + n.label() + ": subgraph refers to unknown value '" + sv.name + "'");
-            g.values[static_cast<size_t>(g.get_or_add_value(sv.name))].is_outer = true;
-          }
-    }
+    for (const ir::Graph* sg : n.subgraphs())
+      for (const ir::Value& sv : sg->values)
+        if (sv.is_outer && g.find_value(sv.name) == ir::kNoValue) {
+          if (!outer.count(sv.name))
+            return invalid_model(gwhere + n.label() + ": subgraph refers to unknown value '" + sv.name + "'");
+          g.values[static_cast<size_t>(g.get_or_add_value(sv.name))].is_outer = true;
+        }
   for (const auto& vi : gp.output()) {
     int v = g.find_value(vi.name());
     if (v == ir::kNoValue) {

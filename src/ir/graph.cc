@@ -67,6 +67,15 @@ std::string ValueType::to_string() const {
   return elem;
 }
 
+std::vector<const Graph*> Node::subgraphs() const {
+  std::vector<const Graph*> subs;
+  for (const auto& [key, a] : attrs) {
+    if (a.g) subs.push_back(a.g.get());
+    for (const auto& sg : a.graphs) subs.push_back(sg.get());
+  }
+  return subs;
+}
+
 std::string Node::label() const {
   std::string who = name.empty() ? "#" + std::to_string(index) : "'" + name + "'";
   return "node " + who + " (" + op_type + ")";

@@ -88,6 +88,9 @@ struct Node {
   }
   // "node 'conv1' (Conv)" or "node #12 (Conv)": how errors name a node.
   std::string label() const;
+  // The graphs of its graph-valued attributes (If's branches, Loop's and Scan's bodies), in
+  // attribute order.
+  std::vector<const Graph*> subgraphs() const;
   int index = -1;  // position in Graph::nodes
 };
 

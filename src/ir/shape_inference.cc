@@ -64,6 +64,13 @@ class Rules {
     dst = std::move(t);
   }
   [[noreturn]] void fail(const std::string& why) const { throw ShapeError{invalid_model(n_.label() + ": " + why)}; }
+  // a * b for sizes read from the model: an overflow is the model's error, never wrapped silently.
+  int64_t mul(int64_t a, int64_t b) const {
+    int64_t out;
+    if (__builtin_mul_overflow(a, b, &out))
+      fail("sizes " + std::to_string(a) + " * " + std::to_string(b) + " overflow 64 bits");
+    return out;
+  }
 
   int64_t attr_i(const char* k, int64_t def) const {
     const Attribute* a = n_.attr(k);
@@ -261,9 +268,9 @@ void infer_node(Graph& g, const Node& n) {
         if (w->dims.size() != x->dims.size())
           r.fail("weights " + w->to_string() + " do not match the rank of input " + x->to_string());
         int64_t group = r.attr_i("group", 1);
-        if (x->dims[1].known() && w->dims[1].known() && x->dims[1].value != w->dims[1].value * group)
+        if (x->dims[1].known() && w->dims[1].known() && x->dims[1].value != r.mul(w->dims[1].value, group))
           r.fail("input has " + std::to_string(x->dims[1].value) + " channels, weights expect " +
-                 std::to_string(w->dims[1].value * group));
+                 std::to_string(r.mul(w->dims[1].value, group)));
         channels = w->dims[0];
         if (kernel.empty())
           for (size_t i = 0; i < sp; ++i) kernel.push_back(w->dims[2 + i].known() ? w->dims[2 + i].value : -1);
@@ -368,7 +375,7 @@ void infer_node(Graph& g, const Node& n) {
       for (int64_t i = 0; i < rank; ++i) {
         Dim& acc = i < ax ? outer : inner;
         const Dim& d = x->dims[static_cast<size_t>(i)];
-        acc = acc.known() && d.known() ? known(acc.value * d.value) : Dim{};
+        acc = acc.known() && d.known() ? known(r.mul(acc.value, d.value)) : Dim{};
       }
       ValueType t;
       t.dtype = x->dtype;
@@ -449,8 +456,7 @@ void infer_node(Graph& g, const Node& n) {
         const int64_t k = reps->get_i64(static_cast<int64_t>(i));
         if (k < 0) return;
         if (!t.dims[i].known()) continue;
-        if (k != 0 && t.dims[i].value > INT64_MAX / k) r.fail("tile repeats overflow dim " + std::to_string(i));
-        t.dims[i] = known(t.dims[i].value * k);
+        t.dims[i] = known(r.mul(t.dims[i].value, k));
       }
       r.set(0, t);
       return;
@@ -509,12 +515,12 @@ void infer_node(Graph& g, const Node& n) {
       }
       if (infer >= 0 && x && fully_known(*x)) {
         int64_t total = 1, rest = 1;
-        for (const Dim& d : x->dims) total *= d.value;
+        for (const Dim& d : x->dims) total = r.mul(total, d.value);
         bool ok = true;
         for (size_t i = 0; i < t.dims.size(); ++i)
           if (static_cast<int>(i) != infer) {
             if (!t.dims[i].known()) ok = false;
-            else rest *= t.dims[i].value;
+            else rest = r.mul(rest, t.dims[i].value);
           }
         if (ok && rest > 0) {
           if (total % rest != 0) r.fail("cannot reshape " + x->to_string() + " with a -1 dim");

@@ -15,14 +15,9 @@ class ReferenceKernel final : public Kernel {
   explicit ReferenceKernel(const ir::Node& node) : node_(node) {
     // Values that the node's subgraphs read from the enclosing graph arrive as extra inputs
     // after the node's own (see builder); a small scope graph names them for lookup.
-    for (const auto& [key, a] : node.attrs) {
-      std::vector<const ir::Graph*> subs;
-      if (a.g) subs.push_back(a.g.get());
-      for (const auto& g : a.graphs) subs.push_back(g.get());
-      for (const ir::Graph* g : subs)
-        for (const ir::Value& v : g->values)
-          if (v.is_outer && scope_.find_value(v.name) == ir::kNoValue) scope_.get_or_add_value(v.name);
-    }
+    for (const ir::Graph* g : node.subgraphs())
+      for (const ir::Value& v : g->values)
+        if (v.is_outer && scope_.find_value(v.name) == ir::kNoValue) scope_.get_or_add_value(v.name);
   }
 
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {

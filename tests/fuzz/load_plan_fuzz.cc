@@ -1,8 +1,9 @@
-// Fuzz target: arbitrary bytes as a plan file -> load (every field validated) -> engine -> one run
-// on seeded inputs. A plan that loads must run without a memory error: any crash, sanitizer report,
-// hang or uncaught exception is a finding; errors are fine. Seeds: plans built on this machine
-// (scripts/fuzz.sh builds them; the device fingerprint and tool version must match to get past
-// the header).
+// Fuzz target: arbitrary bytes as a plan file's payload, wrapped in a valid header (magic, format
+// version, size and the FNV-1a checksum, which anyone can recompute: mutations must reach the
+// parser, not die at the checksum) -> load (every field validated) -> engine -> one run on seeded
+// inputs. A plan that loads must run without a memory error: any crash, sanitizer report, hang or
+// uncaught exception is a finding; errors are fine. Seeds: payloads of plans built on this machine
+// (scripts/fuzz.sh builds them; the device fingerprint and tool version must match).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,7 +13,17 @@
 #include "runtime/engine.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto plan = tac::builder::load_plan_from_bytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz.plan");
+  const std::string payload(reinterpret_cast<const char*>(data), size);
+  uint64_t sum = 1469598103934665603ull;
+  for (unsigned char c : payload) sum = (sum ^ c) * 1099511628211ull;
+  const uint32_t version = tac::builder::kPlanFormatVersion;
+  const uint64_t n = payload.size();
+  std::string file("TACPLAN", 8);  // with its NUL
+  file.append(reinterpret_cast<const char*>(&version), sizeof version);
+  file.append(reinterpret_cast<const char*>(&n), sizeof n);
+  file.append(reinterpret_cast<const char*>(&sum), sizeof sum);
+  file += payload;
+  auto plan = tac::builder::load_plan_from_bytes(file, "fuzz.plan");
   if (!plan) return 0;
   plan->threads = 1;
   auto engine = tac::runtime::Engine::create(std::move(plan).value());

@@ -220,3 +220,12 @@ def _(ctx):
     raw[20:28] = craft.fnv1a(payload).to_bytes(8, "little")
     ctx.path("tampered.plan").write_bytes(bytes(raw))
     ctx.expect_error(ctx.run("bench", ctx.path("tampered.plan")), r"tampered\.plan: malformed plan")
+
+
+@case("plan.arena-larger-than-needed")
+def _(ctx):
+    # Within the machine's memory, but more than the values need: a few bytes of plan must not
+    # make the runtime hold gigabytes.
+    def edit(p):
+        p.arena += 8 << 30
+    tamper(ctx, edit, "larger than its values need")

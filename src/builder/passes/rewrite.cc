@@ -71,15 +71,10 @@ Status remove_nodes(ir::Graph& g, const std::vector<bool>& dead_in) {
           if (v != ir::kNoValue) ++uses[static_cast<size_t>(v)];
     for (const ir::Node& n : g.nodes)  // outer-scope reads from subgraphs keep values alive
       if (!dead[static_cast<size_t>(n.index)])
-        for (const auto& [key, a] : n.attrs) {
-          std::vector<const ir::Graph*> subs;
-          if (a.g) subs.push_back(a.g.get());
-          for (const auto& sg : a.graphs) subs.push_back(sg.get());
-          for (const ir::Graph* sg : subs)
-            for (const ir::Value& sv : sg->values)
-              if (sv.is_outer)
-                if (int v = g.find_value(sv.name); v != ir::kNoValue) ++uses[static_cast<size_t>(v)];
-        }
+        for (const ir::Graph* sg : n.subgraphs())
+          for (const ir::Value& sv : sg->values)
+            if (sv.is_outer)
+              if (int v = g.find_value(sv.name); v != ir::kNoValue) ++uses[static_cast<size_t>(v)];
     for (int v : g.outputs) ++uses[static_cast<size_t>(v)];
     for (const ir::Node& n : g.nodes) {
       if (dead[static_cast<size_t>(n.index)]) continue;
