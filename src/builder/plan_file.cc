@@ -62,7 +62,7 @@ class Reader {
 };
 
 // A loaded plan is input: before any engine runs it, everything the runtime trusts is checked
-// against the plan's own graph. Each value's type is what its producer computes (a kernel sizes
+// against the plan's own graph. Each static value's type is what its producer computes (a kernel sizes
 // its writes from its inputs and attributes, not from the buffer it was given); each value's
 // kind matches what the graph makes of it; the steps run every node once, after the producers of
 // what they read; each step's tactic applies to its node; a view step lies inside its input.
@@ -71,6 +71,9 @@ Status validate_plan(const Plan& plan) {
   ir::Model inferred = plan.model;
   TAC_RETURN_IF_ERROR(ir::infer_shapes(inferred).with_context("its graph: "));
   for (size_t v = 0; v < g.values.size(); ++v) {
+    // Static values only: the runtime sizes a dynamic value from what its step computes.
+    const PlanValue::Kind k = plan.values[v].kind;
+    if (k == PlanValue::Kind::dynamic || k == PlanValue::Kind::unused) continue;
     const ir::Value& val = g.values[v];
     const std::string have = val.type.to_string(), want = inferred.graph.values[v].type.to_string();
     if (have != want)

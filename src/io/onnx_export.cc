@@ -57,7 +57,10 @@ void attr_to_proto(const std::string& key, const ir::Attribute& a, onnx::Attribu
       ap->set_type(onnx::AttributeProto::GRAPHS);
       for (const auto& sg : a.graphs) graph_to_proto(*sg, ap->add_graphs());
       break;
-    case T::type_proto:
+    case T::type_proto:  // kept as the serialized TypeProto (Optional's 'type')
+      ap->set_type(onnx::AttributeProto::TYPE_PROTO);
+      if (!ap->mutable_tp()->ParseFromString(a.s)) ap->clear_tp();
+      break;
     case T::undefined:
       ap->set_type(onnx::AttributeProto::UNDEFINED);
       break;
@@ -67,9 +70,15 @@ void attr_to_proto(const std::string& key, const ir::Attribute& a, onnx::Attribu
 void graph_to_proto(const ir::Graph& g, onnx::GraphProto* gp) {
   gp->set_name(g.name);
   std::set<int> used;
-  for (const ir::Node& n : g.nodes)
+  for (const ir::Node& n : g.nodes) {
     for (int v : n.inputs)
       if (v != ir::kNoValue) used.insert(v);
+    // Values its subgraphs read from this graph (the importer marks nested reads at every level).
+    for (const ir::Graph* sg : n.subgraphs())
+      for (const ir::Value& sv : sg->values)
+        if (sv.is_outer)
+          if (int v = g.find_value(sv.name); v != ir::kNoValue) used.insert(v);
+  }
   for (int v : g.outputs) used.insert(v);
   for (int v : g.inputs) {
     auto* vi = gp->add_input();

@@ -111,7 +111,10 @@ Status Importer::convert_attribute(const onnx::AttributeProto& ap, const onnx::O
         a.graphs.push_back(std::move(sg));
       }
       break;
-    case onnx::AttributeProto::TYPE_PROTO: a.type = T::type_proto; break;
+    case onnx::AttributeProto::TYPE_PROTO:  // kept serialized, for the plan file's graph export
+      a.type = T::type_proto;
+      a.s = ap.tp().SerializeAsString();
+      break;
     case onnx::AttributeProto::SPARSE_TENSOR:
     case onnx::AttributeProto::SPARSE_TENSORS:
       return unsupported(what + " is a sparse tensor, which is not supported");

@@ -59,7 +59,7 @@ struct Attribute {
   Type type = Type::undefined;
   float f = 0;
   int64_t i = 0;
-  std::string s;
+  std::string s;  // a string; for type_proto, the serialized onnx.TypeProto
   Tensor t;
   std::shared_ptr<Graph> g;
   std::vector<float> floats;

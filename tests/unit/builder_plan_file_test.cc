@@ -289,6 +289,66 @@ TEST_F(PlanFileTest, ValidChecksumButMalformedPayloadIsRefusedNotCrashing) {
 }
 
 // The shared models: a saved and reloaded plan computes bitwise what the original engine does.
+// A branch of an If reads a constant of the main graph (folded into an initializer by the
+// builder) and an Optional carries its type as a TypeProto attribute: the plan's graph must keep
+// both (the export used to drop initializers only subgraphs read, and TypeProto attributes).
+TEST_F(PlanFileTest, SubgraphReadsOfMainGraphConstantsAndTypeAttributesRoundTrip) {
+  ModelBuilder m(17);
+  m.input("x", onnx::TensorProto::FLOAT, {"2"});
+  m.input("cond", onnx::TensorProto::BOOL, {});
+  auto* k = m.node("Constant", {}, {"k"}, "k");
+  auto* kv = k->add_attribute();
+  kv->set_name("value");
+  kv->set_type(onnx::AttributeProto::TENSOR);
+  kv->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  kv->mutable_t()->add_dims(2);
+  kv->mutable_t()->add_float_data(1.5f);
+  kv->mutable_t()->add_float_data(-2.0f);
+  auto* iff = m.node("If", {"cond"}, {"y"}, "if");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* g = a->mutable_g();
+    g->set_name(branch);
+    auto* n = g->add_node();
+    n->set_op_type(std::string(branch) == "then_branch" ? "Add" : "Sub");
+    n->add_input("x");
+    n->add_input("k");
+    n->add_output(std::string(branch) + "_out");
+    auto* out = g->add_output();
+    out->set_name(std::string(branch) + "_out");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  auto* opt = m.node("Optional", {}, {"none"}, "opt");
+  auto* ta = opt->add_attribute();
+  ta->set_name("type");
+  ta->set_type(onnx::AttributeProto::TYPE_PROTO);
+  ta->mutable_tp()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  m.node("OptionalHasElement", {"none"}, {"has"}, "has");
+  m.output("y", onnx::TensorProto::FLOAT, {"2"});
+  m.output("has", onnx::TensorProto::BOOL, {});
+  auto model = m.load();
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  auto e = test::build_engine(*model, "");
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  ASSERT_TRUE(builder::save_plan((*e)->plan(), path("if.plan")).is_ok());
+  auto loaded = builder::load_plan(path("if.plan"));
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  auto e2 = runtime::Engine::create(std::move(loaded).value());
+  ASSERT_TRUE(e2.is_ok()) << e2.status().to_string();
+  for (bool c : {true, false}) {
+    SCOPED_TRACE(c);
+    Tensor x = kernels::random_tensor(DType::float32, {2}, c ? 11 : 12);
+    Tensor cond = Tensor::create(DType::boolean, {}).value();
+    cond.set_i64(0, c);
+    auto want = test::reference_outputs(*model, {x, cond});
+    auto got = (*e2)->run({x, cond});
+    ASSERT_TRUE(want.is_ok() && got.is_ok()) << want.status().to_string() << " / " << got.status().to_string();
+    EXPECT_EQ(test::compare_outputs(*got, *want, 0, 0), "");
+  }
+}
+
 TEST_F(PlanFileTest, SharedModelPlansRoundTripBitwise) {
   const std::string zoo = TAC_MODELS_DIR;
   if (!std::filesystem::exists(zoo)) GTEST_SKIP() << "no model zoo at " << zoo;
