@@ -19,6 +19,8 @@
 #include "builder/precision.h"
 #include "ir/shape_inference.h"
 #include "io/onnx_import.h"
+#include "reference/interpreter.h"
+#include "reference/kernel.h"
 #include "runtime/measure.h"
 #include "builder_test_util.h"
 
@@ -110,6 +112,10 @@ TEST(CudaBackend, TablesSeparateTheBackends) {
     EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
   for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv}) EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda_depthwise"));
   EXPECT_TRUE(has_tactic(ir::OpKind::FusedElementwise, Backend::cuda, "cuda"));
+  // Reductions (issue 27).
+  for (ir::OpKind op : {ir::OpKind::ReduceMean, ir::OpKind::ReduceSum, ir::OpKind::ReduceMax, ir::OpKind::ReduceLogSumExp,
+                        ir::OpKind::ArgMax, ir::OpKind::Resize, ir::OpKind::Upsample})
+    EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
   EXPECT_FALSE(has_tactic(ir::OpKind::MatMul, Backend::cpu, "cublaslt_h0"));
   EXPECT_EQ(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0"), nullptr);  // the CPU lookup
   EXPECT_NE(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0", Backend::cuda), nullptr);
@@ -1278,6 +1284,180 @@ TEST(CudaEngine, FusedElementwiseIsOnByDefault) {
                                                                                : 1e-5;
     EXPECT_EQ(test::compare_outputs(*got, *want, tol, tol), "") << route;
   }
+}
+
+// ---- reductions (issue 27: no host fallbacks) ----
+// Each case is checked twice: here, on any machine, that its CUDA tactic applies to the step
+// check_tactic builds (output shapes from the reference); on the device, against the reference.
+
+struct TacticCase {
+  std::string what;
+  ir::Node node;
+  std::vector<Tensor> in;
+  std::vector<bool> cmask;
+  double rtol = 0, atol = 0;
+  const char* tactic = "cuda";
+};
+
+Tensor int64s(const std::vector<int64_t>& v) {
+  Tensor t = Tensor::create(DType::int64, {static_cast<int64_t>(v.size())}).value();
+  for (size_t i = 0; i < v.size(); ++i) t.set_i64(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+// x with every value mapped by f (then rounded to x's type).
+template <class F>
+Tensor mapped(Tensor x, F f) {
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, f(x.get_f64(i)));
+  return x;
+}
+std::string axes_name(const std::vector<int64_t>& axes) {
+  std::string s = "{";
+  for (int64_t a : axes) s += std::to_string(a) + ",";
+  return s + "}";
+}
+
+std::vector<TacticCase> reduction_cases() {
+  std::vector<TacticCase> cases;
+  struct Shape_axes {
+    Shape x;
+    std::vector<int64_t> axes;
+  };
+  // Rows (innermost reduced; short, warp and block per output), columns (innermost kept), axes
+  // that are not neighbours (the general strided offsets), negative axes, all axes, size-1 dims.
+  const std::vector<Shape_axes> geoms = {
+      {{3, 37, 5, 67}, {3}},     {{3, 37, 5, 67}, {1}},      {{3, 37, 5, 67}, {1, 3}}, {{3, 37, 5, 67}, {0, 2}},
+      {{3, 37, 5, 67}, {2, 3}},  {{3, 37, 5, 67}, {-1, -3}}, {{3, 37, 5, 67}, {}},     {{50, 7}, {1}},
+      {{2, 3001}, {-1}},         {{2011, 33}, {0}},          {{4, 1, 9, 1, 11}, {1, 3, 4}}, {{5, 1, 13}, {1}}};
+  const std::vector<std::string> ops = {"ReduceSum",  "ReduceMean", "ReduceMax",       "ReduceMin",      "ReduceProd",
+                                        "ReduceL1",   "ReduceL2",   "ReduceLogSum",    "ReduceLogSumExp", "ReduceSumSquare"};
+  uint64_t seed = 200;
+  for (const std::string& op : ops)
+    for (const Shape_axes& g : geoms)
+      for (int64_t keep : {0, 1}) {
+        const int since = op == "ReduceSum" ? 13 : 18;
+        for (DType dt : {DType::float32, DType::float16, DType::bfloat16}) {
+          if (dt != DType::float32 && (keep == 0 || g.x.size() != 4)) continue;  // low precision: a subset
+          Tensor x = random_tensor(dt, g.x, ++seed);
+          if (op == "ReduceLogSum") x = mapped(x, [](double v) { return std::fabs(v) + 0.1; });
+          if (op == "ReduceProd") x = mapped(x, [](double v) { return 1 + 0.1 * v; });
+          const double tol = dt == DType::float32 ? 2e-4 : dt == DType::float16 ? 3e-3 : 2e-2;
+          // Axes as a constant input (opset 13 / 18) and, for fp32, as the attribute (opset 11).
+          TacticCase c{op + axes_name(g.axes) + shape_to_string(g.x) + " keepdims=" + std::to_string(keep) + " " +
+                           dtype_name(dt),
+                       make_node(op, g.axes.empty() ? 1 : 2, 1, since), {x}, {false}, 1e-5, tol};
+          set_attr(c.node, "keepdims", keep);
+          if (!g.axes.empty()) c.in.push_back(int64s(g.axes)), c.cmask.push_back(true);
+          cases.push_back(c);
+          if (dt == DType::float32) {
+            TacticCase a{c.what + " (attribute)", make_node(op, 1, 1, 11), {x}, {false}, 1e-5, tol};
+            set_attr(a.node, "keepdims", keep);
+            if (!g.axes.empty()) set_attr(a.node, "axes", g.axes);
+            cases.push_back(a);
+          }
+        }
+      }
+  // noop_with_empty_axes: each output is the op on one element.
+  for (const char* op : {"ReduceSum", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"}) {
+    TacticCase c{std::string(op) + " noop", make_node(op, 1, 1, 18), {random_tensor(DType::float32, {3, 5, 7}, 300)}, {false},
+                 1e-6, 1e-7};
+    set_attr(c.node, "noop_with_empty_axes", int64_t{1});
+    cases.push_back(c);
+  }
+  // NaN propagates through Max / Min and wins ArgMax / ArgMin; ties (integer-valued data) go to
+  // the first or, with select_last_index, the last index.
+  Tensor nan_x = random_tensor(DType::float32, {6, 45}, 301);
+  nan_x.set_f64(3 * 45 + 17, NAN), nan_x.set_f64(3 * 45 + 30, NAN), nan_x.set_f64(5 * 45 + 2, NAN);
+  for (const char* op : {"ReduceMax", "ReduceMin", "ReduceLogSumExp"}) {
+    TacticCase c{std::string(op) + " with NaN", make_node(op, 2, 1, 18), {nan_x, int64s({1})}, {false, true}, 1e-6, 1e-6};
+    cases.push_back(c);
+  }
+  for (const char* op : {"ArgMax", "ArgMin"})
+    for (const Shape_axes& g : std::vector<Shape_axes>{{{3, 37, 5, 67}, {1}}, {{3, 37, 5, 67}, {-1}}, {{2, 3001}, {1}},
+                                                       {{2011, 33}, {0}}, {{50, 7}, {1}}, {{6, 45}, {1}}})
+      for (int64_t keep : {0, 1})
+        for (int64_t last : {0, 1})
+          for (DType dt : {DType::float32, DType::float16}) {
+            Tensor x = mapped(random_tensor(dt, g.x, ++seed), [](double v) { return std::round(2 * v); });
+            if (g.x == Shape{6, 45}) x = nan_x;
+            if (g.x == Shape{6, 45} && dt != DType::float32) continue;
+            TacticCase c{std::string(op) + axes_name(g.axes) + shape_to_string(g.x) + " keepdims=" + std::to_string(keep) +
+                             " last=" + std::to_string(last) + " " + dtype_name(dt),
+                         make_node(op, 1, 1, 13), {x}, {false}, 0, 0};
+            set_attr(c.node, "axis", g.axes[0]);
+            set_attr(c.node, "keepdims", keep);
+            set_attr(c.node, "select_last_index", last);
+            cases.push_back(c);
+          }
+  return cases;
+}
+
+// The step check_tactic hands a tactic (output shapes from the reference), and the tactic's
+// verdict on it; no device needed.
+Status applies_on_host(const Tactic& t, const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask) {
+  std::vector<Datum> data(in.size());
+  std::vector<const Datum*> ptrs;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].empty()) {
+      ptrs.push_back(nullptr);
+      continue;
+    }
+    data[i] = Datum(in[i]);
+    ptrs.push_back(&data[i]);
+  }
+  ir::Graph empty;
+  ref::Frame frame(empty, nullptr);
+  ref::KernelContext ctx(n, ptrs, &frame);
+  try {
+    ref::reference_kernel(n.op)(ctx);
+  } catch (const ref::KernelError& e) {
+    return e.status.with_context("reference: ");
+  }
+  kernels::StepDesc step;
+  step.node = &n;
+  for (size_t i = 0; i < in.size(); ++i) {
+    step.in_dtypes.push_back(in[i].empty() ? DType::undefined : in[i].dtype());
+    step.in_shapes.push_back(in[i].shape());
+    step.constants.push_back(i < cmask.size() && cmask[i] && !in[i].empty() ? &in[i] : nullptr);
+  }
+  for (const Datum& d : ctx.outputs()) {
+    step.out_dtypes.push_back(d.tensor.dtype());
+    step.out_shapes.push_back(d.tensor.shape());
+  }
+  return t.applies(step);
+}
+
+void expect_cases_apply(const std::vector<TacticCase>& cases) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  for (const TacticCase& c : cases) {
+    const Tactic* t = kernels::find_tactic(c.node.op, c.tactic, Backend::cuda);
+    ASSERT_NE(t, nullptr) << c.what;
+    const Status st = applies_on_host(*t, c.node, c.in, c.cmask);
+    EXPECT_TRUE(st.is_ok()) << c.what << ": " << st.to_string();
+  }
+}
+void expect_cases_match(const std::vector<TacticCase>& cases) {
+  for (const TacticCase& c : cases)
+    EXPECT_EQ(expect_cuda_tactics(c.node, c.in, c.cmask, c.rtol, c.atol, c.tactic), 1) << c.what;
+}
+
+TEST(CudaBackend, ReductionTacticsApply) { expect_cases_apply(reduction_cases()); }
+
+// What the new tactics refuse, saying why (host_reference runs these).
+TEST(CudaBackend, NewTacticsRefuseWhatTheyDoNotCover) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  auto verdict = [](const char* tactic, const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask) {
+    return applies_on_host(*kernels::find_tactic(n.op, tactic, Backend::cuda), n, in, cmask);
+  };
+  // Axes computed at run time; integer data.
+  Status s = verdict("cuda", make_node("ReduceMean", 2, 1, 18), {random_tensor(DType::float32, {3, 5}, 1), int64s({1})}, {false, false});
+  EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
+  s = verdict("cuda", make_node("ReduceSum", 1, 1, 13), {random_tensor(DType::int64, {3, 5}, 1)}, {false});
+  EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
+}
+
+TEST(CudaTactics, Reductions) {
+  REQUIRE_DEVICE();
+  expect_cases_match(reduction_cases());
 }
 
 }  // namespace
