@@ -112,7 +112,7 @@ TEST(CudaBackend, TablesSeparateTheBackends) {
     EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
   for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv}) EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda_depthwise"));
   EXPECT_TRUE(has_tactic(ir::OpKind::FusedElementwise, Backend::cuda, "cuda"));
-  // Reductions (issue 27).
+  // Reductions and Resize (issue 27).
   for (ir::OpKind op : {ir::OpKind::ReduceMean, ir::OpKind::ReduceSum, ir::OpKind::ReduceMax, ir::OpKind::ReduceLogSumExp,
                         ir::OpKind::ArgMax, ir::OpKind::Resize, ir::OpKind::Upsample})
     EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
@@ -1286,7 +1286,7 @@ TEST(CudaEngine, FusedElementwiseIsOnByDefault) {
   }
 }
 
-// ---- reductions (issue 27: no host fallbacks) ----
+// ---- reductions, Resize and the selection ops (issue 27: no host fallbacks) ----
 // Each case is checked twice: here, on any machine, that its CUDA tactic applies to the step
 // check_tactic builds (output shapes from the reference); on the device, against the reference.
 
@@ -1302,6 +1302,11 @@ struct TacticCase {
 Tensor int64s(const std::vector<int64_t>& v) {
   Tensor t = Tensor::create(DType::int64, {static_cast<int64_t>(v.size())}).value();
   for (size_t i = 0; i < v.size(); ++i) t.set_i64(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+Tensor floats(const std::vector<double>& v) {
+  Tensor t = Tensor::create(DType::float32, {static_cast<int64_t>(v.size())}).value();
+  for (size_t i = 0; i < v.size(); ++i) t.set_f64(static_cast<int64_t>(i), v[i]);
   return t;
 }
 // x with every value mapped by f (then rounded to x's type).
@@ -1391,6 +1396,105 @@ std::vector<TacticCase> reduction_cases() {
   return cases;
 }
 
+std::vector<TacticCase> resize_cases() {
+  std::vector<TacticCase> cases;
+  const Shape x4 = {2, 3, 7, 9};
+  // scales (up on H, down on W), sizes (down on H, up on W).
+  auto with_scales = [&](TacticCase c, const std::vector<double>& sc) {
+    c.in.push_back(Tensor()), c.in.push_back(floats(sc)), c.cmask = {false, true, true};
+    c.what += " scales";
+    return c;
+  };
+  auto with_sizes = [&](TacticCase c, const std::vector<int64_t>& sz) {
+    c.in.push_back(Tensor()), c.in.push_back(Tensor()), c.in.push_back(int64s(sz)), c.cmask = {false, true, true, true};
+    c.what += " sizes";
+    return c;
+  };
+  const std::vector<std::string> coords = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                           "asymmetric", "tf_half_pixel_for_nn"};
+  uint64_t seed = 400;
+  for (const std::string& coord : coords)
+    for (const char* nm : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}) {
+      TacticCase c{"nearest " + coord + " " + nm, make_node("Resize", 3, 1, 19), {random_tensor(DType::float32, x4, ++seed)},
+                   {}, 0, 0};
+      set_attr(c.node, "mode", std::string("nearest"));
+      set_attr(c.node, "coordinate_transformation_mode", coord);
+      set_attr(c.node, "nearest_mode", std::string(nm));
+      cases.push_back(with_scales(c, {1, 1, 2.3, 0.6}));
+      c.node = make_node("Resize", 4, 1, 19);
+      set_attr(c.node, "mode", std::string("nearest"));
+      set_attr(c.node, "coordinate_transformation_mode", coord);
+      set_attr(c.node, "nearest_mode", std::string(nm));
+      cases.push_back(with_sizes(c, {2, 3, 4, 20}));
+    }
+  for (const char* mode : {"linear", "cubic"})
+    for (const std::string& coord : coords)
+      for (DType dt : {DType::float32, DType::float16, DType::bfloat16}) {
+        if (dt != DType::float32 && coord != "half_pixel" && coord != "align_corners") continue;
+        const double tol = dt == DType::float32 ? 1e-5 : dt == DType::float16 ? 3e-3 : 2e-2;
+        TacticCase c{std::string(mode) + " " + coord + " " + dtype_name(dt), make_node("Resize", 3, 1, 13),
+                     {random_tensor(dt, x4, ++seed)}, {}, 1e-5, tol};
+        set_attr(c.node, "mode", std::string(mode));
+        set_attr(c.node, "coordinate_transformation_mode", coord);
+        cases.push_back(with_scales(c, {1, 1, 2.3, 0.6}));
+        c.node = make_node("Resize", 4, 1, 13);
+        set_attr(c.node, "mode", std::string(mode));
+        set_attr(c.node, "coordinate_transformation_mode", coord);
+        cases.push_back(with_sizes(c, {2, 3, 4, 20}));
+      }
+  // tf_crop_and_resize: roi, extrapolation outside it.
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    TacticCase c{std::string("tf_crop_and_resize ") + mode, make_node("Resize", 4, 1, 13),
+                 {random_tensor(DType::float32, x4, ++seed), floats({0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3}), Tensor(),
+                  int64s({2, 3, 11, 6})},
+                 {false, true, true, true}, 1e-5, 1e-5};
+    set_attr(c.node, "mode", std::string(mode));
+    set_attr(c.node, "coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+    set_attr(c.node, "extrapolation_value", 0.5f);
+    cases.push_back(c);
+  }
+  // cubic with exclude_outside and another coefficient; antialiased downscaling (opset 18).
+  {
+    TacticCase c{"cubic exclude_outside a=-0.5", make_node("Resize", 3, 1, 13), {random_tensor(DType::float32, x4, ++seed)}, {},
+                 1e-5, 1e-5};
+    set_attr(c.node, "mode", std::string("cubic"));
+    set_attr(c.node, "exclude_outside", int64_t{1});
+    set_attr(c.node, "cubic_coeff_a", -0.5f);
+    cases.push_back(with_scales(c, {1, 1, 1.6, 0.7}));
+  }
+  for (const char* mode : {"linear", "cubic"}) {
+    TacticCase c{std::string("antialias ") + mode, make_node("Resize", 3, 1, 18),
+                 {random_tensor(DType::float32, {1, 2, 31, 29}, ++seed)}, {}, 1e-5, 1e-5};
+    set_attr(c.node, "mode", std::string(mode));
+    set_attr(c.node, "antialias", int64_t{1});
+    cases.push_back(with_scales(c, {1, 1, 0.3, 0.45}));
+  }
+  // axes (opset 18) with keep_aspect_ratio_policy; N-D linear (three resized dims).
+  for (const char* policy : {"stretch", "not_larger", "not_smaller"}) {
+    TacticCase c{std::string("axes policy ") + policy, make_node("Resize", 4, 1, 18), {random_tensor(DType::float32, x4, ++seed)},
+                 {}, 1e-5, 1e-5};
+    set_attr(c.node, "mode", std::string("linear"));
+    set_attr(c.node, "axes", std::vector<int64_t>{-1, 2});
+    set_attr(c.node, "keep_aspect_ratio_policy", std::string(policy));
+    cases.push_back(with_sizes(c, {13, 5}));
+  }
+  {
+    TacticCase c{"trilinear", make_node("Resize", 3, 1, 13), {random_tensor(DType::float32, {1, 2, 5, 6, 7}, ++seed)}, {}, 1e-5,
+                 1e-5};
+    set_attr(c.node, "mode", std::string("linear"));
+    cases.push_back(with_scales(c, {1, 1, 1.5, 2, 0.5}));
+  }
+  // Resize-10 and Upsample-9: scales, asymmetric.
+  for (const char* op : {"Resize", "Upsample"})
+    for (const char* mode : {"nearest", "linear"}) {
+      TacticCase c{std::string(op) + " legacy " + mode, make_node(op, 2, 1, std::string(op) == "Resize" ? 10 : 9),
+                   {random_tensor(DType::float32, x4, ++seed), floats({1, 1, 2, 1.5})}, {false, true}, 1e-5, 1e-5};
+      set_attr(c.node, "mode", std::string(mode));
+      cases.push_back(c);
+    }
+  return cases;
+}
+
 // The step check_tactic hands a tactic (output shapes from the reference), and the tactic's
 // verdict on it; no device needed.
 Status applies_on_host(const Tactic& t, const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask) {
@@ -1441,6 +1545,7 @@ void expect_cases_match(const std::vector<TacticCase>& cases) {
 }
 
 TEST(CudaBackend, ReductionTacticsApply) { expect_cases_apply(reduction_cases()); }
+TEST(CudaBackend, ResizeTacticsApply) { expect_cases_apply(resize_cases()); }
 
 // What the new tactics refuse, saying why (host_reference runs these).
 TEST(CudaBackend, NewTacticsRefuseWhatTheyDoNotCover) {
@@ -1453,11 +1558,20 @@ TEST(CudaBackend, NewTacticsRefuseWhatTheyDoNotCover) {
   EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
   s = verdict("cuda", make_node("ReduceSum", 1, 1, 13), {random_tensor(DType::int64, {3, 5}, 1)}, {false});
   EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
+  // Resize with scales computed at run time.
+  ir::Node r = make_node("Resize", 3, 1, 13);
+  s = verdict("cuda", r, {random_tensor(DType::float32, {1, 1, 4, 4}, 1), Tensor(), floats({1, 1, 2, 2})}, {false, true, false});
+  EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
+  EXPECT_NE(s.message().find("constant"), std::string::npos) << s.to_string();
 }
 
 TEST(CudaTactics, Reductions) {
   REQUIRE_DEVICE();
   expect_cases_match(reduction_cases());
+}
+TEST(CudaTactics, Resize) {
+  REQUIRE_DEVICE();
+  expect_cases_match(resize_cases());
 }
 
 }  // namespace
