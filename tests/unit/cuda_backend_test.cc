@@ -112,10 +112,13 @@ TEST(CudaBackend, TablesSeparateTheBackends) {
     EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
   for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv}) EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda_depthwise"));
   EXPECT_TRUE(has_tactic(ir::OpKind::FusedElementwise, Backend::cuda, "cuda"));
-  // Reductions and Resize (issue 27).
+  // Reductions, Resize and the selection ops of shape and detection subgraphs (issue 27).
   for (ir::OpKind op : {ir::OpKind::ReduceMean, ir::OpKind::ReduceSum, ir::OpKind::ReduceMax, ir::OpKind::ReduceLogSumExp,
-                        ir::OpKind::ArgMax, ir::OpKind::Resize, ir::OpKind::Upsample})
+                        ir::OpKind::ArgMax, ir::OpKind::Resize, ir::OpKind::Upsample, ir::OpKind::Pad, ir::OpKind::Expand,
+                        ir::OpKind::Tile, ir::OpKind::Where, ir::OpKind::Equal, ir::OpKind::Less, ir::OpKind::Not,
+                        ir::OpKind::And})
     EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
+  EXPECT_TRUE(has_tactic(ir::OpKind::Split, Backend::cuda, "cuda_copy"));
   EXPECT_FALSE(has_tactic(ir::OpKind::MatMul, Backend::cpu, "cublaslt_h0"));
   EXPECT_EQ(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0"), nullptr);  // the CPU lookup
   EXPECT_NE(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0", Backend::cuda), nullptr);
@@ -1495,6 +1498,85 @@ std::vector<TacticCase> resize_cases() {
   return cases;
 }
 
+std::vector<TacticCase> selection_cases() {
+  std::vector<TacticCase> cases;
+  uint64_t seed = 500;
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{3, 7, 5}, {3, 7, 5}}, {{3, 1, 5}, {4, 5}}, {{2, 3, 4, 5}, {}}, {{1}, {6, 1, 3}}};
+  for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+    for (const auto& [a, b] : shapes)
+      for (DType dt : {DType::float32, DType::float16, DType::int64, DType::int32}) {
+        // Integer-valued floats: ties are common, so equality is tested too.
+        auto data = [&](const Shape& s) { return mapped(random_tensor(dt, s, ++seed), [](double v) { return std::round(v); }); };
+        cases.push_back({std::string(op) + shape_to_string(a) + shape_to_string(b) + dtype_name(dt), make_node(op, 2, 1, 19),
+                         {data(a), data(b)}, {false, false}});
+      }
+  for (const char* op : {"And", "Or", "Xor"})
+    for (const auto& [a, b] : shapes)
+      cases.push_back({std::string(op) + shape_to_string(a) + shape_to_string(b), make_node(op, 2, 1),
+                       {random_tensor(DType::boolean, a, ++seed), random_tensor(DType::boolean, b, ++seed)}, {false, false}});
+  cases.push_back({"Equal bool", make_node("Equal", 2, 1, 19),
+                   {random_tensor(DType::boolean, {3, 1, 5}, ++seed), random_tensor(DType::boolean, {4, 5}, ++seed)}, {false, false}});
+  cases.push_back({"Not", make_node("Not", 1, 1), {random_tensor(DType::boolean, {3, 37}, ++seed)}, {false}});
+  for (DType dt : {DType::float32, DType::float16, DType::int64, DType::uint8})
+    for (const std::vector<Shape>& s : std::vector<std::vector<Shape>>{{{3, 1, 5}, {4, 5}, {1}}, {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
+                                                                      {{7}, {3, 1, 1}, {1, 5, 7}}})
+      cases.push_back({"Where " + shape_to_string(s[0]) + shape_to_string(s[1]) + shape_to_string(s[2]) + dtype_name(dt),
+                       make_node("Where", 3, 1, 16),
+                       {random_tensor(DType::boolean, s[0], ++seed), random_tensor(dt, s[1], ++seed), random_tensor(dt, s[2], ++seed)},
+                       {false, false, false}});
+  // Pad: each mode, negative pads (cropping), axes (opset 18), the attribute form (opset 2).
+  for (const char* mode : {"constant", "edge", "reflect", "wrap"})
+    for (DType dt : {DType::float32, DType::float16, DType::int64}) {
+      const std::vector<int64_t> pads = {1, 0, 2, 3, 2, 0, 1, 4};  // [2, 3, 7, 9]: before (N, C, H, W), then after
+      Tensor cv = Tensor::create(dt, {}).value();
+      cv.set_f64(0, 3);
+      TacticCase c{std::string("Pad ") + mode + " " + dtype_name(dt), make_node("Pad", 3, 1, 19),
+                   {random_tensor(dt, {2, 3, 7, 9}, ++seed), int64s(pads), cv}, {false, true, true}};
+      set_attr(c.node, "mode", std::string(mode));
+      cases.push_back(c);
+      TacticCase n{std::string("Pad negative ") + mode + " " + dtype_name(dt), make_node("Pad", 2, 1, 19),
+                   {random_tensor(dt, {2, 3, 7, 9}, ++seed), int64s({0, -1, 2, -3, 1, 0, -2, 3})}, {false, true}};
+      set_attr(n.node, "mode", std::string(mode));
+      cases.push_back(n);
+    }
+  {
+    TacticCase c{"Pad axes", make_node("Pad", 4, 1, 18),
+                 {random_tensor(DType::float32, {2, 3, 7, 9}, ++seed), int64s({2, 1, 3, 0}), Tensor(), int64s({-1, 1})},
+                 {false, true, true, true}};
+    set_attr(c.node, "mode", std::string("reflect"));
+    cases.push_back(c);
+    TacticCase a{"Pad attribute", make_node("Pad", 1, 1, 2), {random_tensor(DType::float32, {3, 7, 9}, ++seed)}, {false}};
+    set_attr(a.node, "pads", std::vector<int64_t>{0, 1, 2, 0, 3, 1});
+    set_attr(a.node, "value", 1.5f);
+    cases.push_back(a);
+  }
+  // Expand and Tile.
+  for (DType dt : {DType::float32, DType::float16, DType::int64, DType::boolean}) {
+    cases.push_back({"Expand " + dtype_name(dt), make_node("Expand", 2, 1, 13),
+                     {random_tensor(dt, {3, 1, 5}, ++seed), int64s({2, 3, 4, 5})}, {false, true}});
+    cases.push_back({"Expand scalar-like " + dtype_name(dt), make_node("Expand", 2, 1, 13),
+                     {random_tensor(dt, {1}, ++seed), int64s({7, 1})}, {false, true}});
+    cases.push_back({"Tile " + dtype_name(dt), make_node("Tile", 2, 1, 13),
+                     {random_tensor(dt, {2, 3, 5}, ++seed), int64s({2, 1, 3})}, {false, true}});
+    cases.push_back({"Tile 4-D " + dtype_name(dt), make_node("Tile", 2, 1, 13),
+                     {random_tensor(dt, {1, 3, 2, 5}, ++seed), int64s({3, 2, 2, 1})}, {false, true}});
+  }
+  // Split: sizes as an input (opset 13), equal parts (opset 18, num_outputs, the last smaller).
+  {
+    TacticCase c{"Split sizes", make_node("Split", 2, 2, 13), {random_tensor(DType::float32, {2, 7, 5}, ++seed), int64s({3, 4})},
+                 {false, true}};
+    set_attr(c.node, "axis", int64_t{1});
+    c.tactic = "cuda_copy";
+    cases.push_back(c);
+    TacticCase e{"Split num_outputs", make_node("Split", 1, 3, 18), {random_tensor(DType::float16, {2, 8, 13}, ++seed)}, {false}};
+    set_attr(e.node, "axis", int64_t{-1});
+    set_attr(e.node, "num_outputs", int64_t{3});
+    e.tactic = "cuda_copy";
+    cases.push_back(e);
+  }
+  return cases;
+}
+
 // The step check_tactic hands a tactic (output shapes from the reference), and the tactic's
 // verdict on it; no device needed.
 Status applies_on_host(const Tactic& t, const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask) {
@@ -1546,6 +1628,7 @@ void expect_cases_match(const std::vector<TacticCase>& cases) {
 
 TEST(CudaBackend, ReductionTacticsApply) { expect_cases_apply(reduction_cases()); }
 TEST(CudaBackend, ResizeTacticsApply) { expect_cases_apply(resize_cases()); }
+TEST(CudaBackend, SelectionTacticsApply) { expect_cases_apply(selection_cases()); }
 
 // What the new tactics refuse, saying why (host_reference runs these).
 TEST(CudaBackend, NewTacticsRefuseWhatTheyDoNotCover) {
@@ -1572,6 +1655,10 @@ TEST(CudaTactics, Reductions) {
 TEST(CudaTactics, Resize) {
   REQUIRE_DEVICE();
   expect_cases_match(resize_cases());
+}
+TEST(CudaTactics, Selection) {
+  REQUIRE_DEVICE();
+  expect_cases_match(selection_cases());
 }
 
 }  // namespace
