@@ -72,6 +72,20 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
   }
 }
 
+// One `warning:` line on stderr per step that runs on the host on a CUDA engine: the summary's
+// count is easy to miss, and each such step costs every run a synchronisation and two copies and
+// keeps the whole engine off CUDA graphs (runtime/engine.cc).
+void warn_host_steps(const builder::Plan& plan) {
+  if (plan.backend != kernels::Backend::cuda) return;
+  const ir::Graph& g = plan.model.graph;
+  for (const builder::PlanStep& st : plan.steps)
+    if (std::string(st.tactic->name) == "host_reference")
+      std::fprintf(stderr,
+                   "warning: %s runs on the host (host_reference): every run pays a device synchronisation and two "
+                   "copies (inputs to the host, outputs back), and the CUDA graph is off for the whole engine\n",
+                   g.nodes[static_cast<size_t>(st.node)].label().c_str());
+}
+
 int cmd_build(int argc, char** argv) {
   Args args;
   std::string err;
@@ -119,6 +133,7 @@ int cmd_build(int argc, char** argv) {
     std::fprintf(stderr, "tactician build: %s\n", engine.status().to_string().c_str());
     return 1;
   }
+  warn_host_steps((*engine)->plan());
   print_plan_summary((*engine)->plan(), args.has("--verbose"));
   if (args.has("--output")) {
     Status st = builder::save_plan((*engine)->plan(), args.get("--output"));

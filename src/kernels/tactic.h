@@ -145,6 +145,9 @@ std::span<const Tactic> cuda_conv_tactics();         // cuDNN
 std::span<const Tactic> cuda_attention_tactics();    // FusedAttention, own kernel
 std::span<const Tactic> cuda_chain_tactics();        // FusedElementwise, own kernel
 std::span<const Tactic> cuda_elementwise_tactics();  // our own kernels and data movement
+std::span<const Tactic> cuda_reduce_tactics();       // Reduce*, ArgMax / ArgMin, own kernels
+std::span<const Tactic> cuda_resize_tactics();       // Resize / Upsample, own kernel
+std::span<const Tactic> cuda_select_tactics();       // Pad, Expand, Tile, Where, comparisons, logic, Split
 std::span<const Tactic> cuda_reference_tactics();    // host_reference: any op, through the host
 
 }  // namespace tac::kernels

@@ -64,6 +64,16 @@ expect build-malformed-route 2 "'pass\.fuse_conv' is not of the form knob=value"
 expect build-duplicate-knob 2 "knob 'pass\.fuse_conv' is set twice" -- "$bin" build "$model" --route "pass.fuse_conv=on pass.fuse_conv=off"
 printf '# a route file\npass.fuse_conv=off   # keep convs apart\n\nmemory.planner=no_reuse\n' > "$tmp/r.route"
 expect build-route-file 0 "route: memory.planner=no_reuse pass.fuse_conv=off" -- "$bin" build "$model" --route-file "$tmp/r.route" -o "$tmp/r.plan"
+# With a GPU: a step pinned to host_reference is named on stderr in a plain warning line.
+if "$bin" build "$model" --backend cuda > /dev/null 2>&1; then
+  knob=$("$bin" knobs "$model" --backend cuda --json 2>/dev/null | grep -o '"tactic\.[^"]*"' | head -1 | tr -d '"')
+  if [ -n "$knob" ]; then
+    expect build-host-warning 0 "^warning: node .* runs on the host \(host_reference\): every run pays a device synchronisation" -- \
+      "$bin" build "$model" --backend cuda --route "$knob=host_reference"
+  else
+    echo "FAIL build-host-warning: no tactic knob listed for --backend cuda"; fails=$((fails+1))
+  fi
+fi
 expect bench-compare 0 '^\{"engines": \[\{"name": "default", "median_ms": [0-9.]+, "speedup_vs_first": 1\.0000.*\{"name": ".*r\.route", "median_ms": [0-9.]+, "speedup_vs_first": [0-9.]+.*"rounds": 2' -- \
   "$bin" bench "$model" --compare "default,$tmp/r.route" --rounds 2 --block-seconds 0.05 --json
 expect bench-compare-one nonzero "--compare needs MODEL.onnx and at least two entries" -- "$bin" bench "$model" --compare default

@@ -19,6 +19,8 @@
 #include "builder/precision.h"
 #include "ir/shape_inference.h"
 #include "io/onnx_import.h"
+#include "reference/interpreter.h"
+#include "reference/kernel.h"
 #include "runtime/measure.h"
 #include "builder_test_util.h"
 
@@ -110,6 +112,13 @@ TEST(CudaBackend, TablesSeparateTheBackends) {
     EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
   for (ir::OpKind op : {ir::OpKind::Conv, ir::OpKind::FusedConv}) EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda_depthwise"));
   EXPECT_TRUE(has_tactic(ir::OpKind::FusedElementwise, Backend::cuda, "cuda"));
+  // Reductions, Resize and the selection ops of shape and detection subgraphs (issue 27).
+  for (ir::OpKind op : {ir::OpKind::ReduceMean, ir::OpKind::ReduceSum, ir::OpKind::ReduceMax, ir::OpKind::ReduceLogSumExp,
+                        ir::OpKind::ArgMax, ir::OpKind::Resize, ir::OpKind::Upsample, ir::OpKind::Pad, ir::OpKind::Expand,
+                        ir::OpKind::Tile, ir::OpKind::Where, ir::OpKind::Equal, ir::OpKind::Less, ir::OpKind::Not,
+                        ir::OpKind::And})
+    EXPECT_TRUE(has_tactic(op, Backend::cuda, "cuda")) << ir::op_name(op);
+  EXPECT_TRUE(has_tactic(ir::OpKind::Split, Backend::cuda, "cuda_copy"));
   EXPECT_FALSE(has_tactic(ir::OpKind::MatMul, Backend::cpu, "cublaslt_h0"));
   EXPECT_EQ(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0"), nullptr);  // the CPU lookup
   EXPECT_NE(kernels::find_tactic(ir::OpKind::MatMul, "cublaslt_h0", Backend::cuda), nullptr);
@@ -1278,6 +1287,378 @@ TEST(CudaEngine, FusedElementwiseIsOnByDefault) {
                                                                                : 1e-5;
     EXPECT_EQ(test::compare_outputs(*got, *want, tol, tol), "") << route;
   }
+}
+
+// ---- reductions, Resize and the selection ops (issue 27: no host fallbacks) ----
+// Each case is checked twice: here, on any machine, that its CUDA tactic applies to the step
+// check_tactic builds (output shapes from the reference); on the device, against the reference.
+
+struct TacticCase {
+  std::string what;
+  ir::Node node;
+  std::vector<Tensor> in;
+  std::vector<bool> cmask;
+  double rtol = 0, atol = 0;
+  const char* tactic = "cuda";
+};
+
+Tensor int64s(const std::vector<int64_t>& v) {
+  Tensor t = Tensor::create(DType::int64, {static_cast<int64_t>(v.size())}).value();
+  for (size_t i = 0; i < v.size(); ++i) t.set_i64(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+Tensor floats(const std::vector<double>& v) {
+  Tensor t = Tensor::create(DType::float32, {static_cast<int64_t>(v.size())}).value();
+  for (size_t i = 0; i < v.size(); ++i) t.set_f64(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+// x with every value mapped by f (then rounded to x's type).
+template <class F>
+Tensor mapped(Tensor x, F f) {
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, f(x.get_f64(i)));
+  return x;
+}
+std::string axes_name(const std::vector<int64_t>& axes) {
+  std::string s = "{";
+  for (int64_t a : axes) s += std::to_string(a) + ",";
+  return s + "}";
+}
+
+std::vector<TacticCase> reduction_cases() {
+  std::vector<TacticCase> cases;
+  struct Shape_axes {
+    Shape x;
+    std::vector<int64_t> axes;
+  };
+  // Rows (innermost reduced; short, warp and block per output), columns (innermost kept), axes
+  // that are not neighbours (the general strided offsets), negative axes, all axes, size-1 dims.
+  const std::vector<Shape_axes> geoms = {
+      {{3, 37, 5, 67}, {3}},     {{3, 37, 5, 67}, {1}},      {{3, 37, 5, 67}, {1, 3}}, {{3, 37, 5, 67}, {0, 2}},
+      {{3, 37, 5, 67}, {2, 3}},  {{3, 37, 5, 67}, {-1, -3}}, {{3, 37, 5, 67}, {}},     {{50, 7}, {1}},
+      {{2, 3001}, {-1}},         {{2011, 33}, {0}},          {{4, 1, 9, 1, 11}, {1, 3, 4}}, {{5, 1, 13}, {1}}};
+  const std::vector<std::string> ops = {"ReduceSum",  "ReduceMean", "ReduceMax",       "ReduceMin",      "ReduceProd",
+                                        "ReduceL1",   "ReduceL2",   "ReduceLogSum",    "ReduceLogSumExp", "ReduceSumSquare"};
+  uint64_t seed = 200;
+  for (const std::string& op : ops)
+    for (const Shape_axes& g : geoms)
+      for (int64_t keep : {0, 1}) {
+        const int since = op == "ReduceSum" ? 13 : 18;
+        for (DType dt : {DType::float32, DType::float16, DType::bfloat16}) {
+          if (dt != DType::float32 && (keep == 0 || g.x.size() != 4)) continue;  // low precision: a subset
+          Tensor x = random_tensor(dt, g.x, ++seed);
+          if (op == "ReduceLogSum") x = mapped(x, [](double v) { return std::fabs(v) + 0.1; });
+          if (op == "ReduceProd") x = mapped(x, [](double v) { return 1 + 0.1 * v; });
+          const double tol = dt == DType::float32 ? 2e-4 : dt == DType::float16 ? 3e-3 : 2e-2;
+          // Axes as a constant input (opset 13 / 18) and, for fp32, as the attribute (opset 11).
+          TacticCase c{op + axes_name(g.axes) + shape_to_string(g.x) + " keepdims=" + std::to_string(keep) + " " +
+                           dtype_name(dt),
+                       make_node(op, g.axes.empty() ? 1 : 2, 1, since), {x}, {false}, 1e-5, tol};
+          set_attr(c.node, "keepdims", keep);
+          if (!g.axes.empty()) c.in.push_back(int64s(g.axes)), c.cmask.push_back(true);
+          cases.push_back(c);
+          if (dt == DType::float32) {
+            TacticCase a{c.what + " (attribute)", make_node(op, 1, 1, 11), {x}, {false}, 1e-5, tol};
+            set_attr(a.node, "keepdims", keep);
+            if (!g.axes.empty()) set_attr(a.node, "axes", g.axes);
+            cases.push_back(a);
+          }
+        }
+      }
+  // noop_with_empty_axes: each output is the op on one element.
+  for (const char* op : {"ReduceSum", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"}) {
+    TacticCase c{std::string(op) + " noop", make_node(op, 1, 1, 18), {random_tensor(DType::float32, {3, 5, 7}, 300)}, {false},
+                 1e-6, 1e-7};
+    set_attr(c.node, "noop_with_empty_axes", int64_t{1});
+    cases.push_back(c);
+  }
+  // NaN propagates through Max / Min and wins ArgMax / ArgMin; ties (integer-valued data) go to
+  // the first or, with select_last_index, the last index.
+  Tensor nan_x = random_tensor(DType::float32, {6, 45}, 301);
+  nan_x.set_f64(3 * 45 + 17, NAN), nan_x.set_f64(3 * 45 + 30, NAN), nan_x.set_f64(5 * 45 + 2, NAN);
+  for (const char* op : {"ReduceMax", "ReduceMin", "ReduceLogSumExp"}) {
+    TacticCase c{std::string(op) + " with NaN", make_node(op, 2, 1, 18), {nan_x, int64s({1})}, {false, true}, 1e-6, 1e-6};
+    cases.push_back(c);
+  }
+  for (const char* op : {"ArgMax", "ArgMin"})
+    for (const Shape_axes& g : std::vector<Shape_axes>{{{3, 37, 5, 67}, {1}}, {{3, 37, 5, 67}, {-1}}, {{2, 3001}, {1}},
+                                                       {{2011, 33}, {0}}, {{50, 7}, {1}}, {{6, 45}, {1}}})
+      for (int64_t keep : {0, 1})
+        for (int64_t last : {0, 1})
+          for (DType dt : {DType::float32, DType::float16}) {
+            Tensor x = mapped(random_tensor(dt, g.x, ++seed), [](double v) { return std::round(2 * v); });
+            if (g.x == Shape{6, 45}) x = nan_x;
+            if (g.x == Shape{6, 45} && dt != DType::float32) continue;
+            TacticCase c{std::string(op) + axes_name(g.axes) + shape_to_string(g.x) + " keepdims=" + std::to_string(keep) +
+                             " last=" + std::to_string(last) + " " + dtype_name(dt),
+                         make_node(op, 1, 1, 13), {x}, {false}, 0, 0};
+            set_attr(c.node, "axis", g.axes[0]);
+            set_attr(c.node, "keepdims", keep);
+            set_attr(c.node, "select_last_index", last);
+            cases.push_back(c);
+          }
+  return cases;
+}
+
+std::vector<TacticCase> resize_cases() {
+  std::vector<TacticCase> cases;
+  const Shape x4 = {2, 3, 7, 9};
+  // scales (up on H, down on W), sizes (down on H, up on W).
+  auto with_scales = [&](TacticCase c, const std::vector<double>& sc) {
+    c.in.push_back(Tensor()), c.in.push_back(floats(sc)), c.cmask = {false, true, true};
+    c.what += " scales";
+    return c;
+  };
+  auto with_sizes = [&](TacticCase c, const std::vector<int64_t>& sz) {
+    c.in.push_back(Tensor()), c.in.push_back(Tensor()), c.in.push_back(int64s(sz)), c.cmask = {false, true, true, true};
+    c.what += " sizes";
+    return c;
+  };
+  const std::vector<std::string> coords = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                           "asymmetric", "tf_half_pixel_for_nn"};
+  uint64_t seed = 400;
+  for (const std::string& coord : coords)
+    for (const char* nm : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}) {
+      TacticCase c{"nearest " + coord + " " + nm, make_node("Resize", 3, 1, 19), {random_tensor(DType::float32, x4, ++seed)},
+                   {}, 0, 0};
+      set_attr(c.node, "mode", std::string("nearest"));
+      set_attr(c.node, "coordinate_transformation_mode", coord);
+      set_attr(c.node, "nearest_mode", std::string(nm));
+      cases.push_back(with_scales(c, {1, 1, 2.3, 0.6}));
+      c.node = make_node("Resize", 4, 1, 19);
+      set_attr(c.node, "mode", std::string("nearest"));
+      set_attr(c.node, "coordinate_transformation_mode", coord);
+      set_attr(c.node, "nearest_mode", std::string(nm));
+      cases.push_back(with_sizes(c, {2, 3, 4, 20}));
+    }
+  for (const char* mode : {"linear", "cubic"})
+    for (const std::string& coord : coords)
+      for (DType dt : {DType::float32, DType::float16, DType::bfloat16}) {
+        if (dt != DType::float32 && coord != "half_pixel" && coord != "align_corners") continue;
+        const double tol = dt == DType::float32 ? 1e-5 : dt == DType::float16 ? 3e-3 : 2e-2;
+        TacticCase c{std::string(mode) + " " + coord + " " + dtype_name(dt), make_node("Resize", 3, 1, 13),
+                     {random_tensor(dt, x4, ++seed)}, {}, 1e-5, tol};
+        set_attr(c.node, "mode", std::string(mode));
+        set_attr(c.node, "coordinate_transformation_mode", coord);
+        cases.push_back(with_scales(c, {1, 1, 2.3, 0.6}));
+        c.node = make_node("Resize", 4, 1, 13);
+        set_attr(c.node, "mode", std::string(mode));
+        set_attr(c.node, "coordinate_transformation_mode", coord);
+        cases.push_back(with_sizes(c, {2, 3, 4, 20}));
+      }
+  // tf_crop_and_resize: roi, extrapolation outside it.
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    TacticCase c{std::string("tf_crop_and_resize ") + mode, make_node("Resize", 4, 1, 13),
+                 {random_tensor(DType::float32, x4, ++seed), floats({0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3}), Tensor(),
+                  int64s({2, 3, 11, 6})},
+                 {false, true, true, true}, 1e-5, 1e-5};
+    set_attr(c.node, "mode", std::string(mode));
+    set_attr(c.node, "coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+    set_attr(c.node, "extrapolation_value", 0.5f);
+    cases.push_back(c);
+  }
+  // cubic with exclude_outside and another coefficient; antialiased downscaling (opset 18).
+  {
+    TacticCase c{"cubic exclude_outside a=-0.5", make_node("Resize", 3, 1, 13), {random_tensor(DType::float32, x4, ++seed)}, {},
+                 1e-5, 1e-5};
+    set_attr(c.node, "mode", std::string("cubic"));
+    set_attr(c.node, "exclude_outside", int64_t{1});
+    set_attr(c.node, "cubic_coeff_a", -0.5f);
+    cases.push_back(with_scales(c, {1, 1, 1.6, 0.7}));
+  }
+  for (const char* mode : {"linear", "cubic"}) {
+    TacticCase c{std::string("antialias ") + mode, make_node("Resize", 3, 1, 18),
+                 {random_tensor(DType::float32, {1, 2, 31, 29}, ++seed)}, {}, 1e-5, 1e-5};
+    set_attr(c.node, "mode", std::string(mode));
+    set_attr(c.node, "antialias", int64_t{1});
+    cases.push_back(with_scales(c, {1, 1, 0.3, 0.45}));
+  }
+  // axes (opset 18) with keep_aspect_ratio_policy; N-D linear (three resized dims).
+  for (const char* policy : {"stretch", "not_larger", "not_smaller"}) {
+    TacticCase c{std::string("axes policy ") + policy, make_node("Resize", 4, 1, 18), {random_tensor(DType::float32, x4, ++seed)},
+                 {}, 1e-5, 1e-5};
+    set_attr(c.node, "mode", std::string("linear"));
+    set_attr(c.node, "axes", std::vector<int64_t>{-1, 2});
+    set_attr(c.node, "keep_aspect_ratio_policy", std::string(policy));
+    cases.push_back(with_sizes(c, {13, 5}));
+  }
+  {
+    TacticCase c{"trilinear", make_node("Resize", 3, 1, 13), {random_tensor(DType::float32, {1, 2, 5, 6, 7}, ++seed)}, {}, 1e-5,
+                 1e-5};
+    set_attr(c.node, "mode", std::string("linear"));
+    cases.push_back(with_scales(c, {1, 1, 1.5, 2, 0.5}));
+  }
+  // Resize-10 and Upsample-9: scales, asymmetric.
+  for (const char* op : {"Resize", "Upsample"})
+    for (const char* mode : {"nearest", "linear"}) {
+      TacticCase c{std::string(op) + " legacy " + mode, make_node(op, 2, 1, std::string(op) == "Resize" ? 10 : 9),
+                   {random_tensor(DType::float32, x4, ++seed), floats({1, 1, 2, 1.5})}, {false, true}, 1e-5, 1e-5};
+      set_attr(c.node, "mode", std::string(mode));
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+std::vector<TacticCase> selection_cases() {
+  std::vector<TacticCase> cases;
+  uint64_t seed = 500;
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{3, 7, 5}, {3, 7, 5}}, {{3, 1, 5}, {4, 5}}, {{2, 3, 4, 5}, {}}, {{1}, {6, 1, 3}}};
+  for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+    for (const auto& [a, b] : shapes)
+      for (DType dt : {DType::float32, DType::float16, DType::int64, DType::int32}) {
+        // Integer-valued floats: ties are common, so equality is tested too.
+        auto data = [&](const Shape& s) { return mapped(random_tensor(dt, s, ++seed), [](double v) { return std::round(v); }); };
+        cases.push_back({std::string(op) + shape_to_string(a) + shape_to_string(b) + dtype_name(dt), make_node(op, 2, 1, 19),
+                         {data(a), data(b)}, {false, false}});
+      }
+  for (const char* op : {"And", "Or", "Xor"})
+    for (const auto& [a, b] : shapes)
+      cases.push_back({std::string(op) + shape_to_string(a) + shape_to_string(b), make_node(op, 2, 1),
+                       {random_tensor(DType::boolean, a, ++seed), random_tensor(DType::boolean, b, ++seed)}, {false, false}});
+  cases.push_back({"Equal bool", make_node("Equal", 2, 1, 19),
+                   {random_tensor(DType::boolean, {3, 1, 5}, ++seed), random_tensor(DType::boolean, {4, 5}, ++seed)}, {false, false}});
+  cases.push_back({"Not", make_node("Not", 1, 1), {random_tensor(DType::boolean, {3, 37}, ++seed)}, {false}});
+  for (DType dt : {DType::float32, DType::float16, DType::int64, DType::uint8})
+    for (const std::vector<Shape>& s : std::vector<std::vector<Shape>>{{{3, 1, 5}, {4, 5}, {1}}, {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
+                                                                      {{7}, {3, 1, 1}, {1, 5, 7}}})
+      cases.push_back({"Where " + shape_to_string(s[0]) + shape_to_string(s[1]) + shape_to_string(s[2]) + dtype_name(dt),
+                       make_node("Where", 3, 1, 16),
+                       {random_tensor(DType::boolean, s[0], ++seed), random_tensor(dt, s[1], ++seed), random_tensor(dt, s[2], ++seed)},
+                       {false, false, false}});
+  // Pad: each mode, negative pads (cropping), axes (opset 18), the attribute form (opset 2).
+  for (const char* mode : {"constant", "edge", "reflect", "wrap"})
+    for (DType dt : {DType::float32, DType::float16, DType::int64}) {
+      const std::vector<int64_t> pads = {1, 0, 2, 3, 2, 0, 1, 4};  // [2, 3, 7, 9]: before (N, C, H, W), then after
+      Tensor cv = Tensor::create(dt, {}).value();
+      cv.set_f64(0, 3);
+      TacticCase c{std::string("Pad ") + mode + " " + dtype_name(dt), make_node("Pad", 3, 1, 19),
+                   {random_tensor(dt, {2, 3, 7, 9}, ++seed), int64s(pads), cv}, {false, true, true}};
+      set_attr(c.node, "mode", std::string(mode));
+      cases.push_back(c);
+      TacticCase n{std::string("Pad negative ") + mode + " " + dtype_name(dt), make_node("Pad", 2, 1, 19),
+                   {random_tensor(dt, {2, 3, 7, 9}, ++seed), int64s({0, -1, 2, -3, 1, 0, -2, 3})}, {false, true}};
+      set_attr(n.node, "mode", std::string(mode));
+      cases.push_back(n);
+    }
+  {
+    TacticCase c{"Pad axes", make_node("Pad", 4, 1, 18),
+                 {random_tensor(DType::float32, {2, 3, 7, 9}, ++seed), int64s({2, 1, 3, 0}), Tensor(), int64s({-1, 1})},
+                 {false, true, true, true}};
+    set_attr(c.node, "mode", std::string("reflect"));
+    cases.push_back(c);
+    TacticCase a{"Pad attribute", make_node("Pad", 1, 1, 2), {random_tensor(DType::float32, {3, 7, 9}, ++seed)}, {false}};
+    set_attr(a.node, "pads", std::vector<int64_t>{0, 1, 2, 0, 3, 1});
+    set_attr(a.node, "value", 1.5f);
+    cases.push_back(a);
+  }
+  // Expand and Tile.
+  for (DType dt : {DType::float32, DType::float16, DType::int64, DType::boolean}) {
+    cases.push_back({"Expand " + dtype_name(dt), make_node("Expand", 2, 1, 13),
+                     {random_tensor(dt, {3, 1, 5}, ++seed), int64s({2, 3, 4, 5})}, {false, true}});
+    cases.push_back({"Expand scalar-like " + dtype_name(dt), make_node("Expand", 2, 1, 13),
+                     {random_tensor(dt, {1}, ++seed), int64s({7, 1})}, {false, true}});
+    cases.push_back({"Tile " + dtype_name(dt), make_node("Tile", 2, 1, 13),
+                     {random_tensor(dt, {2, 3, 5}, ++seed), int64s({2, 1, 3})}, {false, true}});
+    cases.push_back({"Tile 4-D " + dtype_name(dt), make_node("Tile", 2, 1, 13),
+                     {random_tensor(dt, {1, 3, 2, 5}, ++seed), int64s({3, 2, 2, 1})}, {false, true}});
+  }
+  // Split: sizes as an input (opset 13), equal parts (opset 18, num_outputs, the last smaller).
+  {
+    TacticCase c{"Split sizes", make_node("Split", 2, 2, 13), {random_tensor(DType::float32, {2, 7, 5}, ++seed), int64s({3, 4})},
+                 {false, true}};
+    set_attr(c.node, "axis", int64_t{1});
+    c.tactic = "cuda_copy";
+    cases.push_back(c);
+    TacticCase e{"Split num_outputs", make_node("Split", 1, 3, 18), {random_tensor(DType::float16, {2, 8, 13}, ++seed)}, {false}};
+    set_attr(e.node, "axis", int64_t{-1});
+    set_attr(e.node, "num_outputs", int64_t{3});
+    e.tactic = "cuda_copy";
+    cases.push_back(e);
+  }
+  return cases;
+}
+
+// The step check_tactic hands a tactic (output shapes from the reference), and the tactic's
+// verdict on it; no device needed.
+Status applies_on_host(const Tactic& t, const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask) {
+  std::vector<Datum> data(in.size());
+  std::vector<const Datum*> ptrs;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].empty()) {
+      ptrs.push_back(nullptr);
+      continue;
+    }
+    data[i] = Datum(in[i]);
+    ptrs.push_back(&data[i]);
+  }
+  ir::Graph empty;
+  ref::Frame frame(empty, nullptr);
+  ref::KernelContext ctx(n, ptrs, &frame);
+  try {
+    ref::reference_kernel(n.op)(ctx);
+  } catch (const ref::KernelError& e) {
+    return e.status.with_context("reference: ");
+  }
+  kernels::StepDesc step;
+  step.node = &n;
+  for (size_t i = 0; i < in.size(); ++i) {
+    step.in_dtypes.push_back(in[i].empty() ? DType::undefined : in[i].dtype());
+    step.in_shapes.push_back(in[i].shape());
+    step.constants.push_back(i < cmask.size() && cmask[i] && !in[i].empty() ? &in[i] : nullptr);
+  }
+  for (const Datum& d : ctx.outputs()) {
+    step.out_dtypes.push_back(d.tensor.dtype());
+    step.out_shapes.push_back(d.tensor.shape());
+  }
+  return t.applies(step);
+}
+
+void expect_cases_apply(const std::vector<TacticCase>& cases) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  for (const TacticCase& c : cases) {
+    const Tactic* t = kernels::find_tactic(c.node.op, c.tactic, Backend::cuda);
+    ASSERT_NE(t, nullptr) << c.what;
+    const Status st = applies_on_host(*t, c.node, c.in, c.cmask);
+    EXPECT_TRUE(st.is_ok()) << c.what << ": " << st.to_string();
+  }
+}
+void expect_cases_match(const std::vector<TacticCase>& cases) {
+  for (const TacticCase& c : cases)
+    EXPECT_EQ(expect_cuda_tactics(c.node, c.in, c.cmask, c.rtol, c.atol, c.tactic), 1) << c.what;
+}
+
+TEST(CudaBackend, ReductionTacticsApply) { expect_cases_apply(reduction_cases()); }
+TEST(CudaBackend, ResizeTacticsApply) { expect_cases_apply(resize_cases()); }
+TEST(CudaBackend, SelectionTacticsApply) { expect_cases_apply(selection_cases()); }
+
+// What the new tactics refuse, saying why (host_reference runs these).
+TEST(CudaBackend, NewTacticsRefuseWhatTheyDoNotCover) {
+  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
+  auto verdict = [](const char* tactic, const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask) {
+    return applies_on_host(*kernels::find_tactic(n.op, tactic, Backend::cuda), n, in, cmask);
+  };
+  // Axes computed at run time; integer data.
+  Status s = verdict("cuda", make_node("ReduceMean", 2, 1, 18), {random_tensor(DType::float32, {3, 5}, 1), int64s({1})}, {false, false});
+  EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
+  s = verdict("cuda", make_node("ReduceSum", 1, 1, 13), {random_tensor(DType::int64, {3, 5}, 1)}, {false});
+  EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
+  // Resize with scales computed at run time.
+  ir::Node r = make_node("Resize", 3, 1, 13);
+  s = verdict("cuda", r, {random_tensor(DType::float32, {1, 1, 4, 4}, 1), Tensor(), floats({1, 1, 2, 2})}, {false, true, false});
+  EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
+  EXPECT_NE(s.message().find("constant"), std::string::npos) << s.to_string();
+}
+
+TEST(CudaTactics, Reductions) {
+  REQUIRE_DEVICE();
+  expect_cases_match(reduction_cases());
+}
+TEST(CudaTactics, Resize) {
+  REQUIRE_DEVICE();
+  expect_cases_match(resize_cases());
+}
+TEST(CudaTactics, Selection) {
+  REQUIRE_DEVICE();
+  expect_cases_match(selection_cases());
 }
 
 }  // namespace

@@ -1,0 +1,418 @@
+// CUDA tactic of Resize (opsets 10 to 19+) and Upsample: our own kernel (cuda_resize.cu), one
+// launch, fp32 / fp16 / bf16. Every mode (nearest with each nearest_mode, linear, cubic, with
+// antialias and exclude_outside), every coordinate_transformation_mode, axes and
+// keep_aspect_ratio_policy, as the reference (reference/ops_shape_resize.cc) computes them: the
+// filter taps of each output coordinate on each dim are computed here at prepare with the
+// reference's formulas (in double; weights of 0 dropped) and uploaded as a table; the kernel sums
+// the product of the taps. scales / sizes (and roi for tf_crop_and_resize) must be constants.
+// Tactic name "cuda".
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "backends/cuda/kernel_util.h"
+#include "kernels/resize/cuda_resize.h"
+
+namespace tac::kernels {
+
+namespace {
+
+using cuda::kern::ResizeDesc;
+using cuda::kern::ResizeTap;
+using ir::OpKind;
+
+int64_t int_attr(const StepDesc& s, const char* k, int64_t d) {
+  const ir::Attribute* a = s.node->attr(k);
+  return a ? a->i : d;
+}
+float float_attr(const StepDesc& s, const char* k, float d) {
+  const ir::Attribute* a = s.node->attr(k);
+  return a ? a->f : d;
+}
+std::string string_attr(const StepDesc& s, const char* k, const std::string& d) {
+  const ir::Attribute* a = s.node->attr(k);
+  return a ? a->s : d;
+}
+
+// ---- the reference's filter (reference/ops_shape_resize.cc), unchanged ----
+enum class Mode { nearest, linear, cubic };
+enum class Coord { half_pixel, half_pixel_symmetric, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize };
+enum class Nearest { round_prefer_floor, round_prefer_ceil, floor, ceil, simple };
+
+struct Params {
+  Mode mode = Mode::nearest;
+  Coord coord = Coord::half_pixel;
+  Nearest nearest = Nearest::round_prefer_floor;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation = 0.0;
+  bool antialias = false;
+};
+
+struct Tap {
+  bool extrapolate = false;
+  std::vector<int64_t> idx;
+  std::vector<double> w;
+};
+
+double cubic_kernel(double x, double A) {
+  x = std::fabs(x);
+  const double x2 = x * x, x3 = x * x2;
+  if (x <= 1) return (A + 2) * x3 - (A + 3) * x2 + 1;
+  if (x < 2) return A * x3 - 5 * A * x2 + 8 * A * x - 4 * A;
+  return 0.0;
+}
+
+std::vector<double> coeffs(const Params& p, double ratio, double scale) {
+  switch (p.mode) {
+    case Mode::nearest: {
+      if (ratio == 1.0) return {0, 1};
+      switch (p.nearest) {
+        case Nearest::round_prefer_floor: return {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
+        case Nearest::round_prefer_ceil: return {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
+        case Nearest::floor: return {1, 0};
+        case Nearest::ceil: return {0, 1};
+        case Nearest::simple: return scale < 1 ? std::vector<double>{0, 1} : std::vector<double>{1, 0};
+      }
+      return {0, 1};
+    }
+    case Mode::linear: {
+      if (!p.antialias) return {1 - ratio, ratio};
+      const double s = std::min(scale, 1.0);
+      const int64_t start = static_cast<int64_t>(std::floor(-1 / s) + 1);
+      const int64_t footprint = 2 - 2 * start;
+      std::vector<double> c;
+      double sum = 0;
+      for (int64_t i = 0; i < footprint; ++i) {
+        double a = (static_cast<double>(start + i) - ratio) * s;
+        c.push_back(std::clamp(1 - std::fabs(a), 0.0, 1.0));
+        sum += c.back();
+      }
+      for (double& v : c) v /= sum;
+      return c;
+    }
+    case Mode::cubic: {
+      const double A = p.cubic_a;
+      if (!p.antialias) {
+        const double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
+        return {((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A, ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1,
+                ((A + 2) * q - (A + 3)) * q * q + 1, ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A};
+      }
+      const double s = std::min(scale, 1.0);
+      const int64_t i_start = static_cast<int64_t>(std::floor(-2 / s) + 1);
+      const int64_t i_end = 2 - i_start;
+      std::vector<double> c;
+      double sum = 0;
+      for (int64_t i = i_start; i < i_end; ++i) {
+        c.push_back(cubic_kernel(s * (static_cast<double>(i) - ratio), A));
+        sum += c.back();
+      }
+      for (double& v : c) v /= sum;
+      return c;
+    }
+  }
+  return {};
+}
+
+Tap make_tap(const Params& p, int64_t x, int64_t in, int64_t out_int, double scale, double r0, double r1) {
+  Tap t;
+  const double xd = static_cast<double>(x), ind = static_cast<double>(in);
+  const double out_w = scale * ind;
+  double x_ori = 0;
+  switch (p.coord) {
+    case Coord::align_corners: x_ori = out_w == 1 ? 0.0 : xd * (ind - 1) / (out_w - 1); break;
+    case Coord::asymmetric: x_ori = xd / scale; break;
+    case Coord::tf_half_pixel_for_nn: x_ori = (xd + 0.5) / scale; break;
+    case Coord::tf_crop_and_resize:
+      x_ori = out_w == 1 ? (r1 - r0) * (ind - 1) / 2 : xd * (r1 - r0) * (ind - 1) / (out_w - 1);
+      x_ori += r0 * (ind - 1);
+      if (x_ori < 0 || x_ori > ind - 1) {
+        t.extrapolate = true;
+        return t;
+      }
+      break;
+    case Coord::pytorch_half_pixel: x_ori = out_w == 1 ? -0.5 : (xd + 0.5) / scale - 0.5; break;
+    case Coord::half_pixel: x_ori = (xd + 0.5) / scale - 0.5; break;
+    case Coord::half_pixel_symmetric: {
+      const double adjustment = static_cast<double>(out_int) / out_w;
+      const double center = ind / 2;
+      const double offset = center * (1 - adjustment);
+      x_ori = offset + (xd + 0.5) / scale - 0.5;
+      break;
+    }
+  }
+  const double fl = std::floor(x_ori);
+  const bool integral = x_ori == fl;
+  const double ratio = integral ? 1.0 : x_ori - fl;
+  t.w = coeffs(p, ratio, scale);
+  const int64_t n = static_cast<int64_t>(t.w.size());
+  const int64_t base = static_cast<int64_t>(fl) - (integral ? 1 : 0);
+  const int64_t pad = (n + 1) / 2;
+  int64_t start = base + 1 - n / 2;
+  start = std::max(start, -pad);
+  start = std::min(start, in + pad - n);
+  double sum = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = start + k;
+    if (p.exclude_outside && (i < 0 || i >= in)) t.w[static_cast<size_t>(k)] = 0;
+    sum += t.w[static_cast<size_t>(k)];
+    t.idx.push_back(std::clamp<int64_t>(i, 0, in - 1));
+  }
+  if (p.exclude_outside)
+    for (double& v : t.w) v /= sum;
+  return t;
+}
+// ---- end of the reference's filter ----
+
+// What the kernel needs: per dim the scale, whether it is resized, roi; the parameters.
+struct Plan {
+  Params p;
+  std::vector<double> scale, roi_start, roi_end;
+  std::vector<bool> resized;
+  Shape out;
+};
+
+// A constant float input as doubles; nullopt-like empty when absent. not_applicable when present
+// but not constant.
+Result<std::vector<double>> const_floats(const StepDesc& s, size_t i, const char* what) {
+  if (!s.has_input(i)) return std::vector<double>{};
+  if (!s.constants[i]) return not_applicable(std::string(what) + " must be a constant");
+  std::vector<double> v;
+  for (int64_t k = 0; k < s.constants[i]->numel(); ++k) v.push_back(s.constants[i]->get_f64(k));
+  return v;
+}
+
+// The reference's reading of the attributes and inputs (resize_kernel, resize_legacy).
+Result<Plan> resize_plan(const StepDesc& s) {
+  if (!s.has_input(0) || s.out_dtypes.size() != 1 || s.out_dtypes[0] != s.in_dtypes[0])
+    return not_applicable("one input and an output of its type");
+  TAC_RETURN_IF_ERROR(cuda::elem_of(s.in_dtypes[0]).status());
+  const Shape& x = s.in_shapes[0];
+  const size_t r = x.size();
+  if (r > static_cast<size_t>(cuda::kern::kMaxDims)) return not_applicable("rank above 8");
+  for (int64_t d : x)
+    if (d < 0 || d >= (int64_t{1} << 31)) return not_applicable("dims of 0 to 2^31 - 1");
+  Plan pl;
+  pl.roi_start.assign(r, 0.0);
+  pl.roi_end.assign(r, 1.0);
+  const bool legacy = s.node->op == OpKind::Upsample || s.node->opset < 11;
+  if (legacy) {
+    std::vector<double> scales;
+    if (s.node->op == OpKind::Upsample && s.node->opset < 9) {
+      if (s.node->opset < 7) return not_applicable("Upsample-1");
+      const ir::Attribute* a = s.node->attr("scales");
+      if (!a) return not_applicable("no scales");
+      for (float f : a->floats) scales.push_back(f);
+    } else {
+      TAC_ASSIGN_OR_RETURN(scales, const_floats(s, 1, "scales"));
+    }
+    if (scales.size() != r) return not_applicable("scales of the wrong length");
+    const std::string mode = string_attr(s, "mode", "nearest");
+    if (mode == "nearest") pl.p.mode = Mode::nearest;
+    else if (mode == "linear" || mode == "bilinear") pl.p.mode = Mode::linear;
+    else return not_applicable("mode " + mode);
+    pl.p.coord = Coord::asymmetric;
+    pl.p.nearest = Nearest::simple;
+    pl.out.resize(r);
+    for (size_t d = 0; d < r; ++d) {
+      if (!(scales[d] > 0) || !std::isfinite(scales[d])) return not_applicable("scales must be positive");
+      pl.out[d] = static_cast<int64_t>(std::floor(scales[d] * static_cast<double>(x[d])));
+    }
+    pl.scale = scales;
+    pl.resized.assign(r, true);
+    return pl;
+  }
+  Params& p = pl.p;
+  const std::string mode = string_attr(s, "mode", "nearest");
+  if (mode == "nearest") p.mode = Mode::nearest;
+  else if (mode == "linear") p.mode = Mode::linear;
+  else if (mode == "cubic") p.mode = Mode::cubic;
+  else return not_applicable("mode " + mode);
+  const std::string coord = string_attr(s, "coordinate_transformation_mode", "half_pixel");
+  if (coord == "half_pixel") p.coord = Coord::half_pixel;
+  else if (coord == "half_pixel_symmetric") p.coord = Coord::half_pixel_symmetric;
+  else if (coord == "pytorch_half_pixel") p.coord = Coord::pytorch_half_pixel;
+  else if (coord == "align_corners") p.coord = Coord::align_corners;
+  else if (coord == "asymmetric") p.coord = Coord::asymmetric;
+  else if (coord == "tf_half_pixel_for_nn") p.coord = Coord::tf_half_pixel_for_nn;
+  else if (coord == "tf_crop_and_resize") p.coord = Coord::tf_crop_and_resize;
+  else return not_applicable("coordinate_transformation_mode " + coord);
+  const std::string nm = string_attr(s, "nearest_mode", "round_prefer_floor");
+  if (nm == "round_prefer_floor") p.nearest = Nearest::round_prefer_floor;
+  else if (nm == "round_prefer_ceil") p.nearest = Nearest::round_prefer_ceil;
+  else if (nm == "floor") p.nearest = Nearest::floor;
+  else if (nm == "ceil") p.nearest = Nearest::ceil;
+  else return not_applicable("nearest_mode " + nm);
+  p.cubic_a = float_attr(s, "cubic_coeff_a", -0.75f);
+  p.exclude_outside = int_attr(s, "exclude_outside", 0) != 0;
+  p.extrapolation = float_attr(s, "extrapolation_value", 0.0f);
+  p.antialias = s.node->opset >= 18 && int_attr(s, "antialias", 0) != 0;
+  if (p.antialias && p.mode == Mode::nearest) return not_applicable("antialias with mode nearest");
+  const std::string policy = s.node->opset >= 18 ? string_attr(s, "keep_aspect_ratio_policy", "stretch") : "stretch";
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") return not_applicable("keep_aspect_ratio_policy " + policy);
+
+  const int64_t rank = static_cast<int64_t>(r);
+  std::vector<int64_t> axes;
+  const ir::Attribute* axes_attr = s.node->opset >= 18 ? s.node->attr("axes") : nullptr;
+  if (axes_attr) {
+    std::vector<bool> seen(r, false);
+    for (int64_t a : axes_attr->ints) {
+      const int64_t n = a < 0 ? a + rank : a;
+      if (n < 0 || n >= rank || seen[static_cast<size_t>(n)]) return not_applicable("axes out of range or repeated");
+      seen[static_cast<size_t>(n)] = true;
+      axes.push_back(n);
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  const size_t na = axes.size();
+  pl.resized.assign(r, false);
+  for (int64_t a : axes) pl.resized[static_cast<size_t>(a)] = true;
+
+  TAC_ASSIGN_OR_RETURN(std::vector<double> scales_in, const_floats(s, 2, "scales"));
+  std::vector<int64_t> sizes_in;
+  if (s.has_input(3)) {
+    if (!s.constants[3]) return not_applicable("sizes must be a constant");
+    for (int64_t k = 0; k < s.constants[3]->numel(); ++k) sizes_in.push_back(s.constants[3]->get_i64(k));
+  }
+  if (scales_in.empty() == sizes_in.empty()) return not_applicable("exactly one of scales and sizes");
+
+  if (s.has_input(1) && shape_numel(s.in_shapes[1]) > 0) {
+    if (p.coord == Coord::tf_crop_and_resize) {
+      TAC_ASSIGN_OR_RETURN(std::vector<double> roi, const_floats(s, 1, "roi"));
+      if (roi.size() != 2 * na) return not_applicable("roi of the wrong length");
+      for (size_t i = 0; i < na; ++i) {
+        pl.roi_start[static_cast<size_t>(axes[i])] = roi[i];
+        pl.roi_end[static_cast<size_t>(axes[i])] = roi[na + i];
+      }
+    }
+  } else if (p.coord == Coord::tf_crop_and_resize) {
+    return not_applicable("tf_crop_and_resize needs roi");
+  }
+
+  pl.scale.assign(r, 1.0);
+  pl.out = x;
+  if (!scales_in.empty()) {
+    if (scales_in.size() != na) return not_applicable("scales of the wrong length");
+    for (size_t i = 0; i < na; ++i) {
+      const size_t d = static_cast<size_t>(axes[i]);
+      if (!(scales_in[i] > 0) || !std::isfinite(scales_in[i])) return not_applicable("scales must be positive");
+      pl.scale[d] = scales_in[i];
+      pl.out[d] = static_cast<int64_t>(std::floor(pl.scale[d] * static_cast<double>(x[d])));
+    }
+  } else {
+    if (sizes_in.size() != na) return not_applicable("sizes of the wrong length");
+    for (size_t i = 0; i < na; ++i) {
+      const size_t d = static_cast<size_t>(axes[i]);
+      if (sizes_in[i] < 0 || x[d] == 0) return not_applicable("negative sizes or an empty axis");
+      pl.out[d] = sizes_in[i];
+      pl.scale[d] = static_cast<double>(sizes_in[i]) / static_cast<double>(x[d]);
+    }
+    if (policy != "stretch" && na > 0) {
+      double sc = pl.scale[static_cast<size_t>(axes[0])];
+      for (int64_t a : axes)
+        sc = policy == "not_larger" ? std::min(sc, pl.scale[static_cast<size_t>(a)]) : std::max(sc, pl.scale[static_cast<size_t>(a)]);
+      for (int64_t a : axes) {
+        const size_t d = static_cast<size_t>(a);
+        pl.scale[d] = sc;
+        pl.out[d] = static_cast<int64_t>(sc * static_cast<double>(x[d]) + 0.5);
+      }
+    }
+  }
+  return pl;
+}
+
+// The kernel's tap table: per dim, per output coordinate, the taps of nonzero weight (padded with
+// weight-0 taps to the dim's widest).
+struct Table {
+  ResizeDesc d;
+  std::vector<ResizeTap> taps;
+};
+Result<Table> resize_table(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Plan pl, resize_plan(s));
+  const Shape& x = s.in_shapes[0];
+  if (pl.out != s.out_shapes[0]) return not_applicable("output shape disagrees with scales / sizes");
+  for (size_t d = 0; d < x.size(); ++d)
+    if (pl.resized[d] && x[d] == 0 && pl.out[d] > 0) return not_applicable("an empty axis resized");
+  Table tb;
+  tb.d.rank = static_cast<int>(x.size());
+  tb.d.extrapolation = static_cast<float>(pl.p.extrapolation);
+  int64_t stride = 1;
+  for (size_t d = x.size(); d-- > 0;) {
+    tb.d.in_strides[d] = stride;
+    stride *= x[d];
+  }
+  for (size_t d = 0; d < x.size(); ++d) {
+    std::vector<std::vector<ResizeTap>> per(static_cast<size_t>(pl.out[d]));
+    size_t width = 1;
+    for (int64_t o = 0; o < pl.out[d]; ++o) {
+      std::vector<ResizeTap>& v = per[static_cast<size_t>(o)];
+      if (!pl.resized[d]) {
+        v.push_back({static_cast<int32_t>(o), 1.f});
+        continue;
+      }
+      const Tap t = make_tap(pl.p, o, x[d], pl.out[d], pl.scale[d], pl.roi_start[d], pl.roi_end[d]);
+      if (t.extrapolate) {
+        v.push_back({-1, 0.f});
+        continue;
+      }
+      for (size_t k = 0; k < t.w.size(); ++k)
+        if (t.w[k] != 0) v.push_back({static_cast<int32_t>(t.idx[k]), static_cast<float>(t.w[k])});
+      if (v.empty()) v.push_back({0, 0.f});
+      width = std::max(width, v.size());
+    }
+    tb.d.out_dims[d] = pl.out[d];
+    tb.d.taps[d] = static_cast<int>(width);
+    tb.d.tap_off[d] = static_cast<int64_t>(tb.taps.size());
+    for (auto& v : per) {
+      const int32_t pad_idx = v[0].idx < 0 ? 0 : v[0].idx;
+      v.resize(width, ResizeTap{pad_idx, 0.f});
+      tb.taps.insert(tb.taps.end(), v.begin(), v.end());
+    }
+  }
+  return tb;
+}
+
+Status resize_applies(const StepDesc& s) { return resize_table(s).status(); }
+
+Result<std::unique_ptr<Kernel>> resize_prepare(const StepDesc& s) {
+  TAC_ASSIGN_OR_RETURN(Table tb, resize_table(s));
+  TAC_ASSIGN_OR_RETURN(cuda::kern::Elem t, cuda::elem_of(s.in_dtypes[0]));
+  auto table = std::make_shared<cuda::DeviceBuffer>();
+  if (!tb.taps.empty()) {
+    TAC_ASSIGN_OR_RETURN(*table, cuda::DeviceBuffer::allocate(tb.taps.size() * sizeof(ResizeTap)));
+    TAC_RETURN_IF_ERROR(cuda::copy_to_device(table->get(), tb.taps.data(), tb.taps.size() * sizeof(ResizeTap)));
+    TAC_RETURN_IF_ERROR(cuda::synchronize());  // tb.taps goes out of scope
+  }
+  TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
+  void* st = c->stream;
+  const ResizeDesc d = tb.d;
+  return cuda::make_kernel([t, d, table, st](auto in, auto out, void*) {
+    return cuda::launch_status(cuda::kern::resize(t, in[0].data, out[0].data, static_cast<const ResizeTap*>(table->get()), d,
+                                                  out[0].numel(), st),
+                               "resize kernel");
+  });
+}
+
+// Memory-bound: every output element reads its taps (the product of the dims' widths).
+double resize_cost(const StepDesc& s) {
+  const double e = static_cast<double>(dtype_size(s.in_dtypes[0]));
+  const double b = e * static_cast<double>(std::max<int64_t>(0, shape_numel(s.in_shapes[0]))) +
+                   e * static_cast<double>(std::max<int64_t>(0, shape_numel(s.out_shapes[0])));
+  return cuda::memory_bound_ns(b);
+}
+
+}  // namespace
+
+std::span<const Tactic> cuda_resize_tactics() {
+  static const std::vector<Tactic> table = [] {
+    std::vector<Tactic> t;
+    for (OpKind op : {OpKind::Resize, OpKind::Upsample})
+      t.push_back({"cuda", op, "own CUDA kernel, one thread per output, the reference's filter taps precomputed per dim",
+                   resize_applies, resize_cost, resize_prepare, Backend::cuda});
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tac::kernels
