@@ -68,4 +68,10 @@ inline Result<DeviceBuffer> upload(const Tensor& t, DType as = DType::undefined)
 // 3 bytes/ns is kept for the ranking) plus a launch.
 inline double memory_bound_ns(double bytes) { return 3000.0 + bytes / 3000.0; }
 
+// The cost of a tactic whose kernels have not yet run on a GPU: ranked after host_reference
+// (1e12 + ...), so the default route keeps the host step, while a pin, builder.selection=isolated
+// or the tuner (behind its accuracy gate) can take it. The Reduce*, Resize and selection tactics of
+// issue 27 use it until CudaTactics.Reductions/Resize/Selection pass on a GPU; then it goes.
+inline double not_yet_run_on_a_gpu(double ns) { return 2e12 + ns; }
+
 }  // namespace tac::cuda
