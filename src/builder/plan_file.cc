@@ -282,6 +282,10 @@ Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& pa
     g.values[static_cast<size_t>(v)].layout = pv.layout;  // step_desc_of reads the graph's tags
     pv.bytes = pv.is_dynamic() ? 0 : ir::physical_bytes(pv.shape, pv.layout, pv.dtype);
     if (pv.bytes < 0) return invalid_argument(path + ": value '" + name + "' is too large (" + t.to_string() + ")");
+    // Kernels read elements through typed pointers: a value starts on a multiple of its element
+    // size (the planner aligns buffers to 64 bytes; a Concat's slices lie at element multiples).
+    if (pv.kind == PlanValue::Kind::arena && pv.offset % static_cast<int64_t>(std::max<size_t>(1, dtype_size(pv.dtype))) != 0)
+      return invalid_argument(path + ": value '" + name + "' is not aligned to its element size in the arena");
     if (pv.kind == PlanValue::Kind::arena &&
         (offset < 0 || pv.bytes > plan.arena_bytes || offset > plan.arena_bytes - pv.bytes))  // no overflow
       return invalid_argument(path + ": value '" + name + "' lies outside the arena");

@@ -229,3 +229,11 @@ def _(ctx):
     def edit(p):
         p.arena += 8 << 30
     tamper(ctx, edit, "larger than its values need")
+
+
+@case("plan.misaligned-offset")
+def _(ctx):
+    # Inside the arena, but off the element grid: kernels read floats through typed pointers.
+    def edit(p):
+        p.value("t")[3] += 1
+    tamper(ctx, edit, "value 't' is not aligned to its element size in the arena")
