@@ -98,6 +98,11 @@ int64_t typed_count(const onnx::TensorProto& p, DType dt) {
 
 }  // namespace
 
+void normalize_bools(Tensor& t) {
+  auto* b = static_cast<unsigned char*>(t.raw());
+  for (size_t i = 0; i < t.bytes(); ++i) b[i] = b[i] != 0;
+}
+
 Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
                                  const std::string& what) {
   int32_t code = p.data_type();
@@ -129,10 +134,12 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
   Tensor t = std::move(created).value();
   if (ext.fd.get() >= 0) {
     TAC_RETURN_IF_ERROR(read_external(ext, what, t));
+    if (dt == DType::boolean) normalize_bools(t);
     return t;
   }
   if (p.has_raw_data()) {
     std::memcpy(t.raw(), p.raw_data().data(), t.bytes());
+    if (dt == DType::boolean) normalize_bools(t);
     return t;
   }
   switch (dt) {
@@ -162,7 +169,8 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& 
 }
 
 Result<Tensor> take_tensor_from_proto(onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
-  if (!p.has_raw_data() || p.data_location() == onnx::TensorProto::EXTERNAL || !dtype_supported(p.data_type()))
+  if (!p.has_raw_data() || p.data_location() == onnx::TensorProto::EXTERNAL || !dtype_supported(p.data_type()) ||
+      p.data_type() == onnx::TensorProto::BOOL)  // bools are normalised on the copy
     return tensor_from_proto(p, base_dir, what);
   Shape shape(p.dims().begin(), p.dims().end());
   for (int64_t d : shape)

@@ -1,5 +1,6 @@
 #include "io/tensor_io.h"
 
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 
@@ -152,18 +153,26 @@ Result<Tensor> load_npy(const std::string& path) {
     if (std::isdigit(static_cast<unsigned char>(shape_s[i]))) {
       size_t j = i;
       while (j < shape_s.size() && std::isdigit(static_cast<unsigned char>(shape_s[j]))) ++j;
-      shape.push_back(std::strtoll(shape_s.substr(i, j - i).c_str(), nullptr, 10));
+      errno = 0;
+      const long long d = std::strtoll(shape_s.substr(i, j - i).c_str(), nullptr, 10);
+      if (errno == ERANGE) return invalid_argument(path + ": a dim of shape " + shape_s + " is too large");
+      shape.push_back(d);
       i = j;
     } else {
       ++i;
     }
   }
+  // The data present is checked against the shape before anything is allocated.
+  const size_t data_off = offset + header_len;
+  const int64_t n = shape_numel(shape);
+  const uint64_t have = bytes.size() - data_off;
+  if (n < 0 || static_cast<uint64_t>(n) > have / dtype_size(dt) || have != static_cast<uint64_t>(n) * dtype_size(dt))
+    return invalid_argument(path + ": holds " + std::to_string(have) + " data bytes, shape " + shape_to_string(shape) +
+                            " of " + dtype_name(dt) + " needs " +
+                            (n < 0 ? std::string("more than 2^63") : std::to_string(static_cast<uint64_t>(n) * dtype_size(dt))));
   TAC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(dt, shape));
-  size_t data_off = offset + header_len;
-  if (bytes.size() - data_off != t.bytes())
-    return invalid_argument(path + ": holds " + std::to_string(bytes.size() - data_off) + " data bytes, shape " +
-                            shape_to_string(shape) + " needs " + std::to_string(t.bytes()));
   std::memcpy(t.raw(), bytes.data() + data_off, t.bytes());
+  if (dt == DType::boolean) normalize_bools(t);
   return t;
 }
 

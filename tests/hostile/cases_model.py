@@ -162,3 +162,26 @@ def _(ctx):
     # The control: the same Conv with well-typed attributes runs, on the engine and the reference.
     m = craft.save(conv_model(strides=[1, 1], group=1), ctx.path("model.onnx"))
     ctx.expect_ok(ctx.run("run", m, "--random-inputs", "--output-dir", ctx.path("out")), "outputs written")
+
+
+@case("data.bool-bytes-not-0-or-1")
+def _(ctx):
+    # A bool initializer whose raw bytes are 8 and 255: any non-zero byte is true (as numpy reads it),
+    # and kernels must never see a C++ bool holding another value (undefined behaviour, UBSan).
+    c = TensorProto()
+    c.name, c.data_type = "c", TensorProto.BOOL
+    c.dims.extend([4])
+    c.raw_data = bytes([0, 8, 1, 255])
+    m = craft.model([helper.make_node("Where", ["c", "x", "y0"], ["y"], name="where")],
+                    [craft.tensor_in("x", [4]), craft.tensor_in("y0", [4])], [craft.tensor_in("y", [4])], [c])
+    m = craft.save(m, ctx.path("model.onnx"))
+    x = craft.random_input(ctx.path("x.pb"), (4,), seed=3)
+    y0 = craft.random_input(ctx.path("y0.pb"), (4,), seed=4)
+    xs, ys = (numpy_helper.to_array(TensorProto.FromString(p.read_bytes())) for p in (x, y0))
+    want = np.where(np.array([False, True, True, True]), xs, ys)
+    for extra in ([], ["--reference"]):
+        out = ctx.path("out" + "".join(extra))
+        ctx.expect_ok(ctx.run("run", m, "--input", f"x={x}", "--input", f"y0={y0}", "--output-dir", out,
+                              "--format", "npy", *extra), "outputs written")
+        got = np.load(out / "y.npy")
+        ctx.check(np.array_equal(got, want), f"{' '.join(extra) or 'engine'}: {got} != {want}")
