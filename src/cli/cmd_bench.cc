@@ -18,6 +18,29 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 // Loads the model (or plan) named by the positional argument into an engine.
+// The rotating input sets of a benchmark (--input-sets, default 4), seeded. Their total size is
+// checked first: each tensor is bounded by the machine's memory, but a plan whose inputs are a
+// few GiB would need several times that (a fuzzed plan's 9 GB input made `bench` allocate 36 GB).
+Result<std::vector<std::vector<Tensor>>> input_sets(const runtime::Engine& e, const Args& args) {
+  const int sets = std::max(1, std::atoi(args.get("--input-sets", "4").c_str()));
+  uint64_t per_set = 0;
+  for (const auto& [dtype, shape] : e.input_specs()) {
+    const int64_t n = shape_numel(shape);
+    if (n < 0 || static_cast<uint64_t>(n) > max_tensor_bytes()) return out_of_memory("an input is too large");
+    per_set += static_cast<uint64_t>(n) * dtype_size(dtype);
+  }
+  if (per_set > max_tensor_bytes() / 2 / static_cast<uint64_t>(sets))
+    return out_of_memory(args.positional.at(0) + ": " + std::to_string(sets) + " input sets of " + bytes_to_string(per_set) +
+                         " need more than half of this machine's " + bytes_to_string(max_tensor_bytes()) +
+                         " of memory (fewer with --input-sets)");
+  std::vector<std::vector<Tensor>> out;
+  for (int s = 0; s < sets; ++s) {
+    TAC_ASSIGN_OR_RETURN(std::vector<Tensor> set, random_inputs(e, 1000 + static_cast<uint64_t>(s)));
+    out.push_back(std::move(set));
+  }
+  return out;
+}
+
 Result<std::unique_ptr<runtime::Engine>> engine_for_positional(Args& args) {
   const std::string& path = args.positional[0];
   if (ends_with(path, ".plan")) {
@@ -72,16 +95,12 @@ int cmd_bench(int argc, char** argv) {
     std::fprintf(stderr, "tactician bench: %s\n", engine.status().to_string().c_str());
     return engine.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
   }
-  int sets = std::max(1, std::atoi(args.get("--input-sets", "4").c_str()));
-  std::vector<std::vector<Tensor>> inputs;
-  for (int s = 0; s < sets; ++s) {
-    auto set = random_inputs(**engine, 1000 + static_cast<uint64_t>(s));
-    if (!set) {
-      std::fprintf(stderr, "tactician bench: %s\n", set.status().to_string().c_str());
-      return 1;
-    }
-    inputs.push_back(std::move(set).value());
+  auto sets = input_sets(**engine, args);
+  if (!sets) {
+    std::fprintf(stderr, "tactician bench: %s\n", sets.status().to_string().c_str());
+    return 1;
   }
+  std::vector<std::vector<Tensor>> inputs = std::move(sets).value();
   auto lat = measure(**engine, inputs, std::max(1, std::atoi(args.get("--min-runs", "20").c_str())),
                      std::strtod(args.get("--min-seconds", "2").c_str(), nullptr),
                      std::max(0, std::atoi(args.get("--warmup", "5").c_str())), args.has("--l2-flush"));
@@ -153,16 +172,12 @@ int bench_compare(Args& args) {
     }
     engines.push_back(std::move(e).value());
   }
-  const int sets = std::max(1, std::atoi(args.get("--input-sets", "4").c_str()));
-  std::vector<std::vector<Tensor>> inputs;
-  for (int k = 0; k < sets; ++k) {
-    auto set = random_inputs(*engines[0], 1000 + static_cast<uint64_t>(k));
-    if (!set) {
-      std::fprintf(stderr, "tactician bench: %s\n", set.status().to_string().c_str());
-      return 1;
-    }
-    inputs.push_back(std::move(set).value());
+  auto sets = input_sets(*engines[0], args);
+  if (!sets) {
+    std::fprintf(stderr, "tactician bench: %s\n", sets.status().to_string().c_str());
+    return 1;
   }
+  std::vector<std::vector<Tensor>> inputs = std::move(sets).value();
   const size_t n = engines.size();
   std::vector<runtime::Engine*> ptrs;
   for (auto& e : engines) ptrs.push_back(e.get());

@@ -185,3 +185,12 @@ def _(ctx):
                               "--format", "npy", *extra), "outputs written")
         got = np.load(out / "y.npy")
         ctx.check(np.array_equal(got, want), f"{' '.join(extra) or 'engine'}: {got} != {want}")
+
+
+@case("bomb.bench-input-sets")
+def _(ctx):
+    # Each tensor fits the machine (a 12 GB input), but bench's four rotating input sets would not.
+    m = craft.save(craft.relu_model((3, 1000, 1000, 1000)), ctx.path("model.onnx"))
+    ctx.expect_error(ctx.run("bench", m, "--threads", "1", timeout=60), "out_of_memory", r"model\.onnx: 4 input sets of",
+                     "fewer with --input-sets")
+    stays_small(ctx)
