@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backends/cuda/kernel_util.h"
+#include "kernels/elementwise/common.h"  // attr_i, attr_f, attr_s
 #include "kernels/reduce/cuda_reduce.h"
 
 namespace tac::kernels {
@@ -14,12 +15,11 @@ namespace {
 
 using cuda::kern::Reduce;
 using cuda::kern::ReduceDesc;
+using ew::attr_f;
+using ew::attr_i;
+using ew::attr_s;
 using ir::OpKind;
 
-int64_t int_attr(const StepDesc& s, const char* k, int64_t d) {
-  const ir::Attribute* a = s.node->attr(k);
-  return a ? a->i : d;
-}
 
 Result<Reduce> reduce_op(OpKind op) {
   switch (op) {
@@ -48,12 +48,12 @@ Result<Axes> reduced_axes(const StepDesc& s, Reduce op) {
   const int64_t r = static_cast<int64_t>(s.in_shapes[0].size());
   Axes a;
   a.reduced.assign(static_cast<size_t>(r), false);
-  a.keepdims = int_attr(s, "keepdims", 1) != 0;
+  a.keepdims = attr_i(s, "keepdims", 1) != 0;
   std::vector<int64_t> axes;
   bool noop = false;
   if (op == Reduce::arg_max || op == Reduce::arg_min) {
     if (r == 0) return not_applicable("rank 0");
-    axes = {int_attr(s, "axis", 0)};
+    axes = {attr_i(s, "axis", 0)};
   } else {
     const int since = op == Reduce::sum ? 13 : 18;  // axes became an input
     if (s.node->opset < since) {
@@ -65,7 +65,7 @@ Result<Axes> reduced_axes(const StepDesc& s, Reduce op) {
         if (s.in_dtypes[1] != DType::int64) return not_applicable("axes must be int64");
         for (int64_t k = 0; k < s.constants[1]->numel(); ++k) axes.push_back(s.constants[1]->get_i64(k));
       }
-      noop = int_attr(s, "noop_with_empty_axes", 0) != 0;
+      noop = attr_i(s, "noop_with_empty_axes", 0) != 0;
     }
   }
   if (axes.empty()) {
@@ -92,7 +92,7 @@ Result<ReduceDesc> reduce_desc(const StepDesc& s) {
   const Shape& x = s.in_shapes[0];
   ReduceDesc d;
   d.op = op;
-  d.select_last = arg && s.node->opset >= 12 && int_attr(s, "select_last_index", 0) != 0;
+  d.select_last = arg && s.node->opset >= 12 && attr_i(s, "select_last_index", 0) != 0;
   // Coalesced groups, outermost first: (size, stride of its innermost dim, reduced).
   struct Group {
     int64_t size, stride;

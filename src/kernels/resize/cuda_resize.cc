@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "backends/cuda/kernel_util.h"
+#include "kernels/elementwise/common.h"  // attr_i, attr_f, attr_s
 #include "kernels/resize/cuda_resize.h"
 #include "reference/resize_filter.h"
 
@@ -20,20 +21,11 @@ namespace {
 
 using cuda::kern::ResizeDesc;
 using cuda::kern::ResizeTap;
+using ew::attr_f;
+using ew::attr_i;
+using ew::attr_s;
 using ir::OpKind;
 
-int64_t int_attr(const StepDesc& s, const char* k, int64_t d) {
-  const ir::Attribute* a = s.node->attr(k);
-  return a ? a->i : d;
-}
-float float_attr(const StepDesc& s, const char* k, float d) {
-  const ir::Attribute* a = s.node->attr(k);
-  return a ? a->f : d;
-}
-std::string string_attr(const StepDesc& s, const char* k, const std::string& d) {
-  const ir::Attribute* a = s.node->attr(k);
-  return a ? a->s : d;
-}
 
 // The reference's filter itself (reference/resize_filter.h): the same taps by construction.
 using namespace ref::resize;
@@ -81,7 +73,7 @@ Result<Plan> resize_plan(const StepDesc& s) {
       TAC_ASSIGN_OR_RETURN(scales, const_floats(s, 1, "scales"));
     }
     if (scales.size() != r) return not_applicable("scales of the wrong length");
-    const std::string mode = string_attr(s, "mode", "nearest");
+    const std::string mode = attr_s(s, "mode", "nearest");
     if (mode == "nearest") pl.p.mode = Mode::nearest;
     else if (mode == "linear" || mode == "bilinear") pl.p.mode = Mode::linear;
     else return not_applicable("mode " + mode);
@@ -97,12 +89,12 @@ Result<Plan> resize_plan(const StepDesc& s) {
     return pl;
   }
   Params& p = pl.p;
-  const std::string mode = string_attr(s, "mode", "nearest");
+  const std::string mode = attr_s(s, "mode", "nearest");
   if (mode == "nearest") p.mode = Mode::nearest;
   else if (mode == "linear") p.mode = Mode::linear;
   else if (mode == "cubic") p.mode = Mode::cubic;
   else return not_applicable("mode " + mode);
-  const std::string coord = string_attr(s, "coordinate_transformation_mode", "half_pixel");
+  const std::string coord = attr_s(s, "coordinate_transformation_mode", "half_pixel");
   if (coord == "half_pixel") p.coord = Coord::half_pixel;
   else if (coord == "half_pixel_symmetric") p.coord = Coord::half_pixel_symmetric;
   else if (coord == "pytorch_half_pixel") p.coord = Coord::pytorch_half_pixel;
@@ -111,18 +103,18 @@ Result<Plan> resize_plan(const StepDesc& s) {
   else if (coord == "tf_half_pixel_for_nn") p.coord = Coord::tf_half_pixel_for_nn;
   else if (coord == "tf_crop_and_resize") p.coord = Coord::tf_crop_and_resize;
   else return not_applicable("coordinate_transformation_mode " + coord);
-  const std::string nm = string_attr(s, "nearest_mode", "round_prefer_floor");
+  const std::string nm = attr_s(s, "nearest_mode", "round_prefer_floor");
   if (nm == "round_prefer_floor") p.nearest = Nearest::round_prefer_floor;
   else if (nm == "round_prefer_ceil") p.nearest = Nearest::round_prefer_ceil;
   else if (nm == "floor") p.nearest = Nearest::floor;
   else if (nm == "ceil") p.nearest = Nearest::ceil;
   else return not_applicable("nearest_mode " + nm);
-  p.cubic_a = float_attr(s, "cubic_coeff_a", -0.75f);
-  p.exclude_outside = int_attr(s, "exclude_outside", 0) != 0;
-  p.extrapolation = float_attr(s, "extrapolation_value", 0.0f);
-  p.antialias = s.node->opset >= 18 && int_attr(s, "antialias", 0) != 0;
+  p.cubic_a = attr_f(s, "cubic_coeff_a", -0.75f);
+  p.exclude_outside = attr_i(s, "exclude_outside", 0) != 0;
+  p.extrapolation = attr_f(s, "extrapolation_value", 0.0f);
+  p.antialias = s.node->opset >= 18 && attr_i(s, "antialias", 0) != 0;
   if (p.antialias && p.mode == Mode::nearest) return not_applicable("antialias with mode nearest");
-  const std::string policy = s.node->opset >= 18 ? string_attr(s, "keep_aspect_ratio_policy", "stretch") : "stretch";
+  const std::string policy = s.node->opset >= 18 ? attr_s(s, "keep_aspect_ratio_policy", "stretch") : "stretch";
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") return not_applicable("keep_aspect_ratio_policy " + policy);
 
   const int64_t rank = static_cast<int64_t>(r);
