@@ -1,5 +1,8 @@
 """Crafted models (issue 30, items 4 and 5): memory bombs are refused before anything large is
 allocated, and attributes of the wrong type are refused as the reference interpreter does."""
+import os
+import resource
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
@@ -187,10 +190,21 @@ def _(ctx):
         ctx.check(np.array_equal(got, want), f"{' '.join(extra) or 'engine'}: {got} != {want}")
 
 
+def machine_bytes():
+    """The memory the commands size themselves against (core/tensor.cc, max_tensor_bytes): physical
+    memory, or the address-space limit when one is lower."""
+    mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return mem if soft == resource.RLIM_INFINITY else min(mem, soft)
+
+
 @case("bomb.bench-input-sets")
 def _(ctx):
-    # Each tensor fits the machine (a 12 GB input), but bench's four rotating input sets would not.
-    m = craft.save(craft.relu_model((3, 1000, 1000, 1000)), ctx.path("model.onnx"))
+    # One input of a quarter of the machine's memory fits (and so does the engine's output), but
+    # bench's four rotating input sets (the whole memory) would not. Sized from this machine: a
+    # fixed 12 GB input fitted four times on a machine with 96 GB or more, and bench filled them.
+    floats = machine_bytes() // 4 // 4
+    m = craft.save(craft.relu_model((floats,)), ctx.path("model.onnx"))
     ctx.expect_error(ctx.run("bench", m, "--threads", "1", timeout=60), "out_of_memory", r"model\.onnx: 4 input sets of",
                      "fewer with --input-sets")
     stays_small(ctx)
