@@ -5,7 +5,7 @@
 #
 #   scripts/pack_gpu.sh .devpack-cuda                       # binaries + libraries (CUDA build)
 #   (cd ../shared/onnx-backend/node && tar cJf "$OLDPWD/.devpack-cuda/node.tar.xz" \
-#      $(cat "$OLDPWD/tests/conformance/node.engine.pass"))
+#      $(grep -v "^#" "$OLDPWD/tests/conformance/node.engine.pass"))
 #   cp -r ../shared/models/{squeezenet1.1,super-resolution,tiny-gpt} .devpack-cuda/
 #   device: OUT=$OUT bash scripts/gpu_node_suite.sh .devpack-cuda     (carry .devpack-cuda)
 #
