@@ -118,11 +118,11 @@ tac::Model as_model(py::handle m) {
 }
 
 tac::Engine build(py::handle model, const std::string& route, const std::string& backend, int threads,
-                  const std::map<std::string, int64_t>& dims) {
+                  const std::map<std::string, int64_t>& dims, const std::string& shapes) {
   tac::Model m = as_model(model);
   tac::Result<tac::Engine> e = [&] {
     py::gil_scoped_release nogil;
-    return tac::Engine::build(m, {.route = route, .backend = backend, .threads = threads, .dims = dims});
+    return tac::Engine::build(m, {.route = route, .backend = backend, .threads = threads, .dims = dims, .shapes = shapes});
   }();
   return value_or_raise(std::move(e));
 }
@@ -251,8 +251,9 @@ PYBIND11_MODULE(tactician, m) {
       .def_property_readonly("threads", &tac::Engine::threads);
 
   m.def("build", &build, py::arg("model"), py::kw_only(), py::arg("route") = "", py::arg("backend") = "",
-        py::arg("threads") = 0, py::arg("dims") = std::map<std::string, int64_t>{},
-        "Builds an engine for a route (default: the default route) from a Model or a path.");
+        py::arg("threads") = 0, py::arg("dims") = std::map<std::string, int64_t>{}, py::arg("shapes") = "",
+        "Builds an engine for a route (default: the default route) from a Model or a path; shapes=\"batch=1..8:4\" "
+        "makes it run every size in the ranges.");
   m.def("load", &load_plan, py::arg("plan"), py::arg("model") = py::none(),
         "Loads a saved .plan; with `model`, refuses a plan built from another model.");
   m.def("knobs", &knobs, py::arg("model"), py::arg("backend") = "", "The model's knobs, as `tactician knobs`.");

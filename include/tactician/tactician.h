@@ -88,6 +88,11 @@ struct BuildOptions {
   int threads = 0;
   // Values of the model's symbolic input dims ("batch" -> 8); unbound ones are 1.
   std::map<std::string, int64_t> dims;
+  // Shape ranges of symbolic input dims, as `tactician build --shapes`: "batch=1..8:4,seq=16..512:128"
+  // (min..max:opt). The engine is built at the opt sizes and runs any size inside the ranges
+  // (other sizes get an engine built with the same route on first use, then cached); a size
+  // outside is an error naming the input, the dim and the range.
+  std::string shapes;
 };
 
 // A built engine: a plan with its kernels prepared and its memory allocated. Copies share the

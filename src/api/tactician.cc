@@ -194,6 +194,7 @@ Result<Engine> Engine::build(const Model& model, const BuildOptions& options) {
       if (n < 0) return invalid_argument("dim " + name + "=" + std::to_string(n) + ": sizes are >= 0");
       o.dims[name] = n;
     }
+    TAC_ASSIGN_OR_RETURN(o.ranges, builder::parse_shape_ranges(options.shapes));
     auto plan = builder::build_plan(model.impl_->model, route, o);
     if (!plan) return plan.status().with_context(model.path() + ": ");
     Engine e;

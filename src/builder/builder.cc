@@ -19,6 +19,7 @@
 #include "builder/passes/fusion_common.h"
 #include "builder/passes/pass.h"
 #include "builder/precision.h"
+#include "io/onnx_export.h"
 #include "ir/shape_inference.h"
 #include "kernels/tactic_check.h"
 #include "reference/interpreter.h"
@@ -797,8 +798,10 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   return space;
 }
 
-Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& opts) {
+Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
+  BuildOptions opts = options;
+  TAC_RETURN_IF_ERROR(apply_shape_ranges(m, opts));
   TAC_ASSIGN_OR_RETURN(KnobSpace space, knob_space(m, opts));
   TAC_RETURN_IF_ERROR(validate_route(route, space));
   Plan plan;
@@ -1035,6 +1038,10 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
                          " at once, more than this machine's " + bytes_to_string(max_tensor_bytes()) + " of memory");
   for (size_t v = 0; v < g.values.size(); ++v)
     if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])] + ca.byte_offset[v] + view_offset[v];
+  if (!opts.ranges.empty()) {  // what the runtime specializes other sizes from
+    plan.ranges = opts.ranges;
+    TAC_ASSIGN_OR_RETURN(plan.source_model, io::save_model_to_bytes(m));
+  }
   plan.report.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }

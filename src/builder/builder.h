@@ -14,6 +14,9 @@ struct BuildOptions {
   // Values of symbolic input dims ("batch" -> 1). Unbound symbols are 1. Plans are built for
   // these sizes (Plan::dims); only data-dependent shapes become dynamic values.
   std::map<std::string, int64_t> dims;
+  // Shape ranges of symbolic input dims (Plan::ranges): the plan is built at their opt sizes (a
+  // dim both here and in `dims` must have its opt there) and runs any size inside them.
+  ShapeRanges ranges;
   // Offer the planted-fault tactics (kernels/planted_faults.cc) too: tests of the tuner only.
   bool planted_faults = false;
   // Which backend's tactics the plan uses; CUDA plans are stamped with the GPU they are built for.
@@ -28,6 +31,10 @@ struct BuildOptions {
 // Binds the model's symbolic input dims to the shapes of the given inputs; a dim already bound
 // (by --dim or another input) to a different size is an error naming it.
 Status bind_dims(const ir::Graph& g, const std::vector<Datum>& inputs, BuildOptions& opts);
+
+// Checks opts.ranges against the model's symbolic input dims and sets opts.dims to their opt sizes
+// (builder/shape_ranges.cc).
+Status apply_shape_ranges(const ir::Model& m, BuildOptions& opts);
 
 // Every knob that exists for this model on opts.backend: global knobs, one per pass, and a
 // tactic knob per node (values: "auto" and the node's applicable tactics).

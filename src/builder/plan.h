@@ -63,6 +63,18 @@ struct BuildReport {
 // "batch=4 seq=128".
 std::string dims_to_string(const std::map<std::string, int64_t>& dims);
 
+// A shape range (TensorRT's optimization profile) for one symbolic input dim: the plan is built
+// and tuned at `opt`, and inputs with any size in [min, max] run.
+struct DimRange {
+  int64_t min = 1, opt = 1, max = 1;
+  bool operator==(const DimRange&) const = default;
+};
+using ShapeRanges = std::map<std::string, DimRange>;
+// "batch=1..8:4,seq=16..512:128" (min..max:opt; without :opt, opt is max; "batch=4" is a single
+// size). Commas or spaces separate dims. Errors name the bad term.
+Result<ShapeRanges> parse_shape_ranges(const std::string& text);
+std::string shape_ranges_to_string(const ShapeRanges& r);  // "batch=1..8:4 seq=16..512:128"
+
 // Ops whose step may be a view of its input's buffer: Reshape, Flatten, Squeeze, Unsqueeze,
 // Identity (the same bytes), Transpose when it moves only dims of size 1, Gather of one constant
 // index when every dim before the axis is 1 (a contiguous block). Where the builder lets the output
@@ -86,6 +98,11 @@ struct Plan {
   // The sizes the model's symbolic input dims were built for (from --dim or the inputs given;
   // unbound symbols are 1). Inputs of other sizes are refused, naming them.
   std::map<std::string, int64_t> dims;
+  // Shape ranges (BuildOptions::ranges): `dims` holds their opt sizes; inputs of other sizes inside
+  // the ranges run on engines the runtime specializes from `source_model` (the imported model before
+  // any pass, serialized) with this plan's route, on first use. Empty: the plan takes `dims` alone.
+  ShapeRanges ranges;
+  std::string source_model;
   bool cuda_graphs = false;  // CUDA plans: knob cuda.graphs (read back from `route` when loaded)
   BuildReport report;
 

@@ -174,6 +174,14 @@ Status save_plan(const Plan& plan, const std::string& path) {
   }
   w.pod<uint32_t>(static_cast<uint32_t>(plan.report.pass_log.size()));
   for (const std::string& s : plan.report.pass_log) w.str(s);
+  w.pod<uint32_t>(static_cast<uint32_t>(plan.ranges.size()));
+  for (const auto& [name, range] : plan.ranges) {
+    w.str(name);
+    w.pod<int64_t>(range.min);
+    w.pod<int64_t>(range.opt);
+    w.pod<int64_t>(range.max);
+  }
+  if (!plan.ranges.empty()) w.str(plan.source_model);
 
   std::ofstream out(path, std::ios::binary);
   if (!out) return io_error(path + ": cannot write the plan");
@@ -333,6 +341,18 @@ Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& pa
     if (!r.str(s)) return bad();
     plan.report.pass_log.push_back(std::move(s));
   }
+  uint32_t n_ranges;
+  if (!r.pod(n_ranges)) return bad();
+  for (uint32_t i = 0; i < n_ranges; ++i) {
+    std::string name;
+    DimRange range;
+    if (!r.str(name) || !r.pod(range.min) || !r.pod(range.opt) || !r.pod(range.max)) return bad();
+    // Each range is one of the plan's bound dims, built at its opt size.
+    if (range.min < 1 || range.min > range.opt || range.opt > range.max || !plan.dims.count(name) ||
+        plan.dims.at(name) != range.opt || !plan.ranges.emplace(name, range).second)
+      return invalid_argument(path + ": the shape range of '" + name + "' is malformed");
+  }
+  if (n_ranges > 0 && (!r.str(plan.source_model) || plan.source_model.empty())) return bad();
   if (!r.done()) return bad();
   TAC_RETURN_IF_ERROR(validate_plan(plan).with_context(path + ": "));
   return plan;

@@ -11,7 +11,8 @@ namespace tac::builder {
 
 // 2: each value's layout (ir/layout.h) after its kind (buffer sizes follow it); dynamic values
 // and steps (PlanValue::Kind::dynamic, PlanStep::dynamic); bound symbolic dims.
-inline constexpr uint32_t kPlanFormatVersion = 2;
+// 3: shape ranges (Plan::ranges) and, with them, the source model, after the pass log.
+inline constexpr uint32_t kPlanFormatVersion = 3;
 
 Status save_plan(const Plan& plan, const std::string& path);
 // Loads and re-links a plan (tactics by name); fails when the file is corrupt, from another

@@ -25,8 +25,12 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
                 plan.steps.size(), cuda::library_versions().c_str());
   std::printf("\n");
   std::printf("route: %s\n", plan.route.empty() ? "(default)" : plan.route.c_str());
-  if (!plan.dims.empty())
-    std::printf("symbolic dims: %s (from --dim or the inputs given, else 1; other sizes need another plan)\n",
+  if (!plan.ranges.empty())
+    std::printf("shape ranges: %s (built at the opt sizes; other sizes inside the ranges are specialized from the "
+                "plan's source model with its route when first run)\n",
+                builder::shape_ranges_to_string(plan.ranges).c_str());
+  else if (!plan.dims.empty())
+    std::printf("symbolic dims: %s (from --dim or the inputs given, else 1; other sizes need another plan or --shapes)\n",
                 builder::dims_to_string(plan.dims).c_str());
   if (int d = plan.dynamic_steps(); d > 0) {
     int values = 0;
@@ -91,12 +95,18 @@ int cmd_build(int argc, char** argv) {
   std::string err;
   const char* help =
       "usage: tactician build MODEL.onnx [--route \"k=v ...\" | --route-file F] [--threads N] [--dim S=N]\n"
+      "                       [--shapes S=MIN..MAX:OPT,...]\n"
       "                       [-o MODEL.plan] [--verbose]\n"
       "Builds an engine plan (default route unless told otherwise) and prints its summary: steps,\n"
       "tactics per node, fusions, reformats, arena and weight bytes, build time. -o saves the plan.\n"
       "  --verbose   every step with its candidate tactics and their estimated cost (ns), and why the\n"
       "              others do not apply\n"
-      "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n";
+      "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n"
+      "  --shapes batch=1..8:4,seq=16..512:128\n"
+      "              shape ranges of symbolic input dims (TensorRT's optimization profiles): the plan is\n"
+      "              built at the opt sizes (without :OPT, the max) and runs any size inside the ranges;\n"
+      "              other sizes are specialized with the same route when first run. Outside: an error\n"
+      "              naming the input, the dim and the range\n";
   std::vector<std::string> words(argv, argv + argc);
   for (std::string& w : words)
     if (w == "-o") w = "--output";

@@ -52,6 +52,11 @@ Result<builder::BuildOptions> build_options_from_args(const Args& args) {
       return invalid_argument("--dim takes SYMBOL=N with N >= 0, got '" + kv + "'");
     o.dims[kv.substr(0, eq)] = n;
   }
+  if (args.has("--shapes")) {
+    auto ranges = builder::parse_shape_ranges(args.get("--shapes"));
+    if (!ranges) return ranges.status().with_context("--shapes: ");
+    o.ranges = std::move(ranges).value();
+  }
   o.calibration_dir = args.get("--calibration");
   o.calibration_cache = args.get("--calibration-cache");
   if (!o.calibration_dir.empty() && !std::filesystem::is_directory(o.calibration_dir))
@@ -62,8 +67,8 @@ Result<builder::BuildOptions> build_options_from_args(const Args& args) {
 Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, const ir::Model* model,
                                                           const builder::BuildOptions& opts) {
   if (args.has("--plan")) {
-    if (args.has("--route") || args.has("--route-file"))
-      return invalid_argument("--plan runs a built plan: --route / --route-file do not apply");
+    if (args.has("--route") || args.has("--route-file") || args.has("--shapes"))
+      return invalid_argument("--plan runs a built plan: --route / --route-file / --shapes do not apply");
     TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::load_plan(args.get("--plan")));
     if (args.has("--backend") && args.get("--backend") != kernels::backend_name(plan.backend))
       return invalid_argument("--backend " + args.get("--backend") + ": the plan " + args.get("--plan") +

@@ -15,7 +15,8 @@ namespace tac::cli {
 
 // Flags every engine-running command accepts.
 inline const std::set<std::string> kEngineFlags = {"--plan",    "--route",       "--route-file",       "--threads",
-                                                    "--dim",     "--backend",     "--calibration",      "--calibration-cache"};
+                                                    "--dim",     "--backend",     "--calibration",      "--calibration-cache",
+                                                    "--shapes"};
 // --backend cpu|cuda, or the default: cuda when this binary has the CUDA backend and a device is
 // present, else cpu. An explicit cuda on a machine or build without it is an error saying so.
 Result<kernels::Backend> backend_from_args(const Args& args);
@@ -23,7 +24,7 @@ Result<kernels::Backend> backend_from_args(const Args& args);
 // The route from --route / --route-file (both may be given: merged, conflicts are errors),
 // with --threads N added as threads=N.
 Result<builder::Route> route_from_args(const Args& args);
-// Symbolic dim bindings from --dim NAME=N, the backend (backend_from_args), and the int8
+// Symbolic dim bindings from --dim NAME=N, shape ranges from --shapes (builder/plan.h, DimRange), the backend (backend_from_args), and the int8
 // calibration data (--calibration DIR) and cache folder (--calibration-cache DIR).
 Result<builder::BuildOptions> build_options_from_args(const Args& args);
 // An engine: loads --plan if given, else builds `model` with the route from the args.

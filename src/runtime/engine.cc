@@ -1,10 +1,12 @@
 #include "runtime/engine.h"
 
 #include <chrono>
-#include <optional>
 #include <cstring>
 #include <new>
+#include <optional>
 
+#include "builder/builder.h"
+#include "io/onnx_import.h"
 #include "reference/interpreter.h"
 
 namespace tac::runtime {
@@ -344,6 +346,10 @@ Status Engine::run_steps(const std::vector<Datum>* inputs, std::vector<double>* 
 Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns) {
   const builder::Plan& p = *plan_;
   const ir::Graph& g = p.model.graph;
+  if (!p.ranges.empty() && !check_inputs(inputs).is_ok()) {  // other sizes inside the plan's ranges
+    TAC_ASSIGN_OR_RETURN(Engine * other, specialized(inputs));
+    if (other != this) return other->execute(inputs, step_ns);
+  }
   TAC_RETURN_IF_ERROR(check_inputs(inputs));
   const bool dynamic = dynamic_;
   // Dynamic values of this run, by value id (empty for a fixed-shape plan).
@@ -383,6 +389,68 @@ Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std
   }
   if (on_device) TAC_RETURN_IF_ERROR(cuda::synchronize().with_context("running the CUDA plan: "));
   return outs;
+}
+
+// The engine for the sizes of `inputs` under the plan's shape ranges: this one at the opt sizes,
+// else one built from the plan's source model with its route (cached; the least recently used of
+// kMaxSpecialized is dropped). Sizes outside a range are refused naming the input, dim and range.
+Result<Engine*> Engine::specialized(const std::vector<Datum>& inputs) {
+  const builder::Plan& p = *plan_;
+  if (!source_) {
+    TAC_ASSIGN_OR_RETURN(ir::Model m, io::load_model_from_bytes(p.source_model, "the plan's source model", ""));
+    source_ = std::make_unique<ir::Model>(std::move(m));
+  }
+  const ir::Graph& g = source_->graph;
+  if (inputs.size() != g.inputs.size())
+    return invalid_argument("the engine takes " + std::to_string(g.inputs.size()) + " inputs, " +
+                            std::to_string(inputs.size()) + " given");
+  builder::BuildOptions opts;
+  opts.backend = p.backend;
+  TAC_RETURN_IF_ERROR(builder::bind_dims(g, inputs, opts));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Value& val = g.values[static_cast<size_t>(g.inputs[i])];
+    if (!inputs[i].is_tensor() || !val.type.has_shape || inputs[i].tensor.shape().size() != val.type.dims.size()) continue;
+    for (size_t k = 0; k < val.type.dims.size(); ++k) {
+      const ir::Dim& d = val.type.dims[k];
+      if (d.known() || d.symbol.empty()) continue;
+      const int64_t size = inputs[i].tensor.shape()[k];
+      auto range = p.ranges.find(d.symbol);
+      if (range == p.ranges.end()) {
+        if (p.dims.count(d.symbol) && p.dims.at(d.symbol) != size)
+          return invalid_argument("input '" + val.name + "' dim " + std::to_string(k) + " (" + d.symbol + "): " +
+                                  std::to_string(size) + ", the plan has no range for it and was built for " +
+                                  d.symbol + "=" + std::to_string(p.dims.at(d.symbol)));
+        continue;
+      }
+      const builder::DimRange& r = range->second;
+      if (size < r.min || size > r.max)
+        return invalid_argument("input '" + val.name + "' dim " + std::to_string(k) + " (" + d.symbol + "): " +
+                                std::to_string(size) + " is outside the plan's range " + std::to_string(r.min) + ".." +
+                                std::to_string(r.max) + " (built with --shapes " +
+                                builder::shape_ranges_to_string(p.ranges) + ")");
+    }
+  }
+  for (const auto& [name, size] : p.dims)  // symbols no input carries keep the plan's sizes
+    opts.dims.emplace(name, size);
+  if (opts.dims == p.dims) return this;
+  const uint64_t now = ++use_clock_;
+  if (auto it = specialized_.find(opts.dims); it != specialized_.end()) {
+    it->second.last_use = now;
+    return it->second.engine.get();
+  }
+  TAC_ASSIGN_OR_RETURN(builder::Route route, builder::Route::parse(p.route));
+  auto plan = builder::build_plan(*source_, route, opts);
+  if (!plan) return plan.status().with_context("specializing the plan for " + builder::dims_to_string(opts.dims) + ": ");
+  TAC_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::create(std::move(plan).value()));
+  if (specialized_.size() >= kMaxSpecialized) {
+    auto oldest = specialized_.begin();
+    for (auto it = specialized_.begin(); it != specialized_.end(); ++it)
+      if (it->second.last_use < oldest->second.last_use) oldest = it;
+    specialized_.erase(oldest);
+  }
+  Engine* raw = e.get();
+  specialized_[opts.dims] = {std::move(e), now};
+  return raw;
 }
 
 }  // namespace tac::runtime

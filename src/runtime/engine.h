@@ -3,7 +3,9 @@
 // allocated during the run, outside the arena.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/device.h"
@@ -22,7 +24,8 @@ class Engine {
 
   const builder::Plan& plan() const { return *plan_; }
 
-  // Runs the plan. `inputs` by graph input position, with the plan's dtypes and shapes;
+  // Runs the plan. `inputs` by graph input position, with the plan's dtypes and shapes (or, for a
+  // plan with shape ranges, any sizes inside them: see specialized());
   // returns the outputs by graph output position (copied out of the arena). Fails, naming the
   // output, when one is a sequence or optional (see run_values).
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
@@ -51,6 +54,7 @@ class Engine {
   Status check_inputs(const std::vector<Datum>& inputs) const;
   Status run_steps(const std::vector<Datum>* inputs, std::vector<double>* step_ns, std::vector<Datum>* dynamic_values);
   Result<std::vector<Datum>> execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns);
+  Result<Engine*> specialized(const std::vector<Datum>& inputs);
   Status run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std::vector<Datum>& dynamic_values);
 
   std::unique_ptr<builder::Plan> plan_;  // stable address: kernels refer to its nodes
@@ -73,6 +77,16 @@ class Engine {
   bool use_graph_ = false;        // cuda.graphs=on and every step can be captured
   std::string graph_off_reason_;  // why not, when the route asked for graphs
   cuda::Graph graph_;             // captured at the first launch()
+  // Plans with shape ranges (Plan::ranges): run() with other sizes inside them runs an engine built
+  // for those sizes from the plan's source model and route, on first use (specialized()).
+  static constexpr size_t kMaxSpecialized = 8;
+  struct Specialized {
+    std::unique_ptr<Engine> engine;
+    uint64_t last_use = 0;
+  };
+  std::unique_ptr<ir::Model> source_;  // parsed from Plan::source_model at the first other size
+  std::map<std::map<std::string, int64_t>, Specialized> specialized_;  // by bound dims
+  uint64_t use_clock_ = 0;
 };
 
 }  // namespace tac::runtime

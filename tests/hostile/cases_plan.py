@@ -237,3 +237,45 @@ def _(ctx):
     def edit(p):
         p.value("t")[3] += 1
     tamper(ctx, edit, "value 't' is not aligned to its element size in the arena")
+
+
+def ranged(ctx):
+    """Relu over x[n,4] built with the shape range n=1..8:2, and run arguments for an input of n rows."""
+    m = craft.save(craft.relu_model(("n", 4)), ctx.path("model.onnx"))
+    ctx.expect_ok(ctx.run("build", m, "--shapes", "n=1..8:2", "-o", ctx.path("good.plan")), "shape ranges: n=1..8:2")
+
+    def args(n):
+        return ["--input", f"x={craft.random_input(ctx.path(f'x{n}.pb'), (n, 4), seed=n)}", "--output-dir", ctx.path("out")]
+    return m, args
+
+
+@case("plan.range-runs-inside")
+def _(ctx):
+    # The control: sizes inside the range run (the opt size and a specialized one), outside is refused.
+    m, args = ranged(ctx)
+    for n in (2, 5):
+        ctx.expect_ok(ctx.run("run", m, "--plan", ctx.path("good.plan"), *args(n)), "outputs written")
+    ctx.expect_error(ctx.run("run", m, "--plan", ctx.path("good.plan"), *args(9)),
+                     r"input 'x' dim 0 \(n\): 9 is outside the plan's range 1\.\.8")
+
+
+@case("plan.range-opt-mismatch")
+def _(ctx):
+    # A range whose opt is not the size the plan was built for would run steps prepared for other shapes.
+    m, args = ranged(ctx)
+    p = craft.Plan(ctx.path("good.plan"))
+    p.ranges = [(b"n", 1, 3, 8)]
+    ctx.expect_error(ctx.run("run", m, "--plan", p.write(ctx.path("tampered.plan")), *args(3)),
+                     r"tampered\.plan", "shape range of 'n' is malformed")
+
+
+@case("plan.range-source-garbage")
+def _(ctx):
+    # The source model other sizes are built from is input too: garbage there is an error when a size
+    # needs it, and the opt size still runs.
+    m, args = ranged(ctx)
+    p = craft.Plan(ctx.path("good.plan"))
+    p.source_model = b"\x08\x07garbage" * 10
+    plan = p.write(ctx.path("tampered.plan"))
+    ctx.expect_ok(ctx.run("run", m, "--plan", plan, *args(2)), "outputs written")
+    ctx.expect_error(ctx.run("run", m, "--plan", plan, *args(5)), "the plan's source model")

@@ -91,6 +91,8 @@ class Plan:
             inputs = [self._str() for _ in range(self._pod("<I"))]
             self.steps.append([node, tactic, inputs, self._pod("<B"), self._pod("<B")])
         self.log = [self._str() for _ in range(self._pod("<I"))]
+        self.ranges = [(self._str(), self._pod("<q"), self._pod("<q"), self._pod("<q")) for _ in range(self._pod("<I"))]
+        self.source_model = self._str() if self.ranges else b""
         assert self._p == len(self._b), "trailing bytes"
 
     def _pod(self, fmt):
@@ -137,6 +139,12 @@ class Plan:
         out += struct.pack("<I", len(self.log))
         for line in self.log:
             s(line)
+        out += struct.pack("<I", len(self.ranges))
+        for name, lo, opt, hi in self.ranges:
+            s(name)
+            out += struct.pack("<qqq", lo, opt, hi)
+        if self.ranges:
+            s(self.source_model)
         with open(path, "wb") as f:
             f.write(PLAN_MAGIC + struct.pack("<IQQ", self.version, len(out), fnv1a(bytes(out))) + bytes(out))
         return path
