@@ -252,13 +252,16 @@ int cmd_compare(int argc, char** argv) {
   std::string json_sets;
   for (size_t si = 0; si < sets->size(); ++si) {
     const io::TestDataSet& set = (*sets)[si];
-    const std::string set_name = set.dir.empty() ? "inputs" : std::filesystem::path(set.dir).filename().string();
+    // Sets from --inputs are named by their folder; the one set of --input / random data is not.
+    const std::string set_name = set.dir.empty() ? "" : std::filesystem::path(set.dir).filename().string();
+    const std::string where = set_name.empty() ? "" : " on " + set_name;
     double ms_a = 0, ms_b = 0;
     auto out_a = run_side(a, *model, set.inputs, ms_a);
-    if (!out_a) return fail(out_a.status().with_context("A (" + a.spec + ") on " + set_name + ": "), 1);
+    if (!out_a) return fail(out_a.status().with_context("A (" + a.spec + ")" + where + ": "), 1);
     auto out_b = run_side(b, *model, set.inputs, ms_b);
-    if (!out_b) return fail(out_b.status().with_context("B (" + b.spec + ") on " + set_name + ": "), 1);
-    std::printf("\n%s: A ran in %.2f ms, B in %.2f ms (one run each)\n", set_name.c_str(), ms_a, ms_b);
+    if (!out_b) return fail(out_b.status().with_context("B (" + b.spec + ")" + where + ": "), 1);
+    std::printf("\n%s%sA ran in %.2f ms, B in %.2f ms (one run each)\n", set_name.c_str(), set_name.empty() ? "" : ": ",
+                ms_a, ms_b);
     std::printf("  %-24s %-22s %10s %10s %10s %10s %12s %10s  %s\n", "output", "type", "max_abs", "max_rel", "l1", "l2", "cos",
                 "l0", "verdict");
     std::string json_outs;
@@ -289,7 +292,7 @@ int cmd_compare(int argc, char** argv) {
       const bool pass = why.empty();
       if (!pass) {
         all_pass = false;
-        if (first_failure.empty()) first_failure = set_name + " output '" + name + "': " + why;
+        if (first_failure.empty()) first_failure = set_name + (set_name.empty() ? "" : " ") + "output '" + name + "': " + why;
       }
       if (m)
         std::printf("  %-24s %-22s %10s %10s %10s %10s %12.8f %10s  %s\n", name.c_str(), type.c_str(), num(m->linf).c_str(),
@@ -305,7 +308,8 @@ int cmd_compare(int argc, char** argv) {
                      ", \"l0\": " + json_num(m->l0) + ", \"finite\": " + (m->finite ? "true" : "false");
       json_outs += std::string(", \"pass\": ") + (pass ? "true" : "false") + ", \"why\": " + json_quote(why) + "}";
     }
-    json_sets += std::string(si ? ", " : "") + "{\"name\": " + json_quote(set_name) + ", \"outputs\": [" + json_outs + "]}";
+    json_sets += std::string(si ? ", " : "") + "{\"name\": " + json_quote(set_name.empty() ? "inputs" : set_name) +
+                 ", \"outputs\": [" + json_outs + "]}";
   }
   if (all_pass)
     std::printf("\nPASS: every compared output of A is within the tolerance of B\n");

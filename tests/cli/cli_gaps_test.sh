@@ -162,9 +162,9 @@ expect compare-route-text 0 "^A: route 'pass.fuse_conv=off' on cpu" -- "$bin" co
 expect compare-test-data 0 "^test_data_set_0: A ran" -- "$bin" compare "$model" --inputs "$dir/test_data_set_0"
 expect compare-input-file 0 "^inputs: --input files" -- "$bin" compare "$model" --input "data_0=$input"
 # float32 against the float64 reference cannot meet a relative l2 of 1e-12: exit 1, naming the output.
-expect compare-fail 1 "^FAIL: inputs output 'softmaxout_1': l2 [0-9.e-]+ > 1e-12" -- "$bin" compare "$model" --tolerance "l2<=1e-12"
+expect compare-fail 1 "^FAIL: output 'softmaxout_1': l2 [0-9.e-]+ > 1e-12" -- "$bin" compare "$model" --tolerance "l2<=1e-12"
 if "$bin" knobs "$model" | grep -q '^precision.calibration'; then
-  expect compare-int8-strict 1 "FAIL: inputs output 'softmaxout_1': (l2|cos) " -- "$bin" compare "$model" --a "precision.default=int8" --b default
+  expect compare-int8-strict 1 "^FAIL: output 'softmaxout_1': (l2|cos) " -- "$bin" compare "$model" --a "precision.default=int8" --b default
   expect compare-int8-loose 0 "^PASS" -- "$bin" compare "$model" --a "precision.default=int8" --b default --tolerance "cos>=0.99"
 fi
 expect compare-missing-plan 1 "io_error: --a '.*none.plan': .*none.plan: cannot open the plan" -- \
