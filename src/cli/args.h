@@ -42,5 +42,6 @@ int cmd_profile(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_explain(int argc, char** argv);
+int cmd_compare(int argc, char** argv);
 
 }  // namespace tac::cli

@@ -1,6 +1,8 @@
 // tactician bench MODEL.onnx|MODEL.plan [--route ...] [--threads N] [--json]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "builder/plan_file.h"
@@ -13,6 +15,26 @@ namespace tac::cli {
 namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// --export-times: every timed run of measure(), in order (trtexec's --exportTimes).
+Status export_times(const std::string& path, const std::string& engine, const Latency& lat, bool device, int threads,
+                    size_t input_sets, int warmup) {
+  std::string j = "{\"engine\": " + json_quote(engine) + ", \"timing\": \"" + (device ? "cuda_events" : "host_wall") +
+                  "\", \"threads\": " + std::to_string(threads) + ", \"input_sets\": " + std::to_string(input_sets) +
+                  ", \"warmup_runs\": " + std::to_string(warmup) + ", \"iterations\": [";
+  char buf[128];
+  for (size_t i = 0; i < lat.times_ms.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s\n  {\"iteration\": %zu, \"input_set\": %zu, \"ms\": %.6f}", i ? "," : "", i,
+                  i % input_sets, lat.times_ms[i]);
+    j += buf;
+  }
+  j += "\n]}\n";
+  std::ofstream out(path);
+  if (!out) return io_error(path + ": cannot write the --export-times file");
+  out << j;
+  if (!out) return io_error(path + ": write failed");
+  return Status::ok();
 }
 
 }  // namespace
@@ -74,6 +96,9 @@ int cmd_bench(int argc, char** argv) {
       "replay with cuda.graphs=on), inputs uploaded before and outputs left on the device.\n"
       "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n"
       "  --l2-flush             CUDA: overwrite twice the L2 before each timed run (cold L2; default warm)\n"
+      "  --export-times F.json  every timed run (warm-up excluded) to F.json, as trtexec's --exportTimes:\n"
+      "                         {\"engine\", \"timing\": \"host_wall\"|\"cuda_events\", \"threads\", \"input_sets\",\n"
+      "                         \"warmup_runs\", \"iterations\": [{\"iteration\", \"input_set\", \"ms\"}]}\n"
       "  --compare E1,E2,...    time several engines of MODEL.onnx in one process, interleaved: each entry is\n"
       "                         'default' (the route the other flags give), a route file, or a .plan file;\n"
       "                         --rounds R (default 10) rounds, each a block of --block-seconds (default 0.3)\n"
@@ -81,13 +106,18 @@ int cmd_bench(int argc, char** argv) {
       "                         (paired) ratio to the first; --json: {\"engines\": [{\"name\", \"median_ms\",\n"
       "                         \"speedup_vs_first\", \"speedup_low\", \"speedup_high\"}], \"rounds\", \"threads\"}\n";
   std::set<std::string> flags = kEngineFlags;
-  for (const char* f : {"--min-runs", "--min-seconds", "--warmup", "--input-sets", "--compare", "--rounds", "--block-seconds"})
+  for (const char* f : {"--min-runs", "--min-seconds", "--warmup", "--input-sets", "--compare", "--rounds", "--block-seconds",
+                        "--export-times"})
     flags.insert(f);
   if (!parse_args(argc, argv, 2, flags, {"--json", "--help", "--l2-flush"}, args, err) || args.positional.size() != 1 ||
       args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician bench: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
     return args.has("--help") ? 0 : 2;
+  }
+  if (args.has("--compare") && args.has("--export-times")) {
+    std::fprintf(stderr, "tactician bench: --export-times writes one engine's runs: it does not apply to --compare\n");
+    return 2;
   }
   if (args.has("--compare")) return bench_compare(args);
   auto engine = engine_for_positional(args);
@@ -110,6 +140,15 @@ int cmd_bench(int argc, char** argv) {
   }
   const int threads = (*engine)->plan().threads;
   const bool device = (*engine)->plan().backend == kernels::Backend::cuda;
+  if (args.has("--export-times")) {
+    Status st = export_times(args.get("--export-times"), args.positional[0], *lat, device, threads, inputs.size(),
+                             std::max(0, std::atoi(args.get("--warmup", "5").c_str())));
+    if (!st) {
+      std::fprintf(stderr, "tactician bench: %s\n", st.to_string().c_str());
+      return 1;
+    }
+    std::printf("wrote the times of %zu runs to %s\n", lat->times_ms.size(), args.get("--export-times").c_str());
+  }
   if (device)
     std::printf("%s: median %.4f ms  p10 %.4f  p90 %.4f  mean %.4f  cv %.1f%%  (%d runs; CUDA events, %s L2, graphs %s)\n",
                 args.positional[0].c_str(), lat->median_ms, lat->p10_ms, lat->p90_ms, lat->mean_ms, 100 * lat->cv, lat->runs,

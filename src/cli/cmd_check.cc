@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -22,6 +23,7 @@
 #include "io/test_case.h"
 #include "reference/compare.h"
 #include "reference/interpreter.h"
+#include "tuner/accuracy.h"
 
 namespace tac::cli {
 
@@ -66,15 +68,41 @@ Outcome outcome_of(const Status& s) {
   return s.kind() == ErrorKind::unsupported ? Outcome::unsupported : Outcome::error;
 }
 
-// How each test's model runs: the reference interpreter, or an engine built for a route.
+// How each test's model runs: the reference interpreter, an engine built for a route, or a saved
+// plan (--plan, one test directory: the plan's model hash must be that of its model.onnx).
 struct RunMode {
   bool reference = false;
   kernels::Backend backend = kernels::Backend::cpu;
   builder::Route route;
+  Args plan_args;  // --plan F [--threads N] [--backend B], for engine_from_args; empty without --plan
+  // --tolerance: outputs judged by the tuner's metrics (tuner/accuracy.h) instead of the
+  // elementwise rtol/atol test.
+  std::optional<tuner::Tolerance> metrics;
 };
+
+// Empty when `got` matches `expected` under the mode's tolerance; else one line saying how not.
+// With --tolerance, tensors are judged by the tuner's metrics; sequences and optionals (which have
+// no metrics) elementwise with the tolerance's atol and rtol.
+std::string compare_output(const Datum& got, const Datum& expected, const ref::Tolerance& tol, const RunMode& mode) {
+  if (!mode.metrics || got.kind != Datum::Kind::tensor || expected.kind != Datum::Kind::tensor) {
+    ref::Tolerance t = tol;
+    if (mode.metrics) t = {mode.metrics->rtol, mode.metrics->atol};
+    return ref::compare_datum(got, expected, t);
+  }
+  auto m = tuner::compute_metrics(got.tensor, expected.tensor, mode.metrics->atol, mode.metrics->rtol);
+  if (!m) return m.status().message();
+  std::string v = tuner::check_tolerance(*mode.metrics, {*m});
+  const std::string prefix = "output 0: ";
+  if (v.rfind(prefix, 0) == 0) v = v.substr(prefix.size());
+  return v;
+}
 
 // Runs one data set through an engine built for its input shapes.
 Result<std::vector<Datum>> run_engine(const ir::Model& m, const io::TestDataSet& ds, const RunMode& mode) {
+  if (mode.plan_args.has("--plan")) {
+    TAC_ASSIGN_OR_RETURN(auto engine, engine_from_args(mode.plan_args, &m, {}));
+    return engine->run_values(ds.inputs);
+  }
   builder::BuildOptions opts;
   opts.backend = mode.backend;
   TAC_RETURN_IF_ERROR(builder::bind_dims(m.graph, ds.inputs, opts));
@@ -109,7 +137,7 @@ void run_one(const std::string& dir, const ref::Tolerance& tol, const RunMode& m
       return finish(Outcome::fail, "the model computed " + std::to_string(outs->size()) + " outputs, expected " +
                                        std::to_string(ds.outputs.size()));
     for (size_t k = 0; k < ds.outputs.size(); ++k) {
-      std::string diff = ref::compare_datum((*outs)[k], ds.outputs[k], tol);
+      std::string diff = compare_output((*outs)[k], ds.outputs[k], tol, mode);
       if (!diff.empty()) {
         std::string name = model->graph.values[static_cast<size_t>(model->graph.outputs[k])].name;
         return finish(Outcome::fail, std::filesystem::path(ds.dir).filename().string() + " output '" + name +
@@ -256,6 +284,12 @@ int cmd_check(int argc, char** argv) {
       "for the default route (or --route / --route-file), or with --reference through the reference\n"
       "interpreter.\n"
       "  --rtol X, --atol X     tolerance |got-expected| <= atol + rtol*|expected| (default 1e-3, 1e-7)\n"
+      "  --tolerance \"cos>=0.999,linf<=1e-2\"   instead of --rtol/--atol, the tuner's tolerance language:\n"
+      "                         bounds on linf, l1, l2 (relative), cos, l0 (fraction outside atol + rtol*|ref|,\n"
+      "                         set with atol=X,rtol=X) per output tensor, NaN/Inf never pass; what `tune\n"
+      "                         --tolerance` accepts passes here (--tolerance-file F: the same from a file)\n"
+      "  --plan F.plan          run a saved plan instead of building an engine (PATH: one test directory,\n"
+      "                         whose model.onnx the plan was built from; --threads N overrides its threads)\n"
       "  --json                 the last line of stdout is a JSON summary\n"
       "  --verbose              print every test, not only those that do not pass\n"
       "  --filter SUBSTR        only tests whose name contains SUBSTR\n"
@@ -277,7 +311,7 @@ int cmd_check(int argc, char** argv) {
   for (std::string& w : words) argv2.push_back(w.data());
   if (!parse_args(argc, argv2.data(), 2,
                   {"--rtol", "--atol", "--filter", "--jobs", "--timeout", "--expect-pass", "--write-pass", "--markdown",
-                   "--route", "--route-file", "--threads", "--backend"},
+                   "--route", "--route-file", "--threads", "--backend", "--tolerance", "--tolerance-file", "--plan"},
                   {"--json", "--verbose", "--no-fork", "--reference", "--help"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician check: %s\n", err.c_str());
@@ -307,11 +341,43 @@ int cmd_check(int argc, char** argv) {
   }
   RunMode mode;
   mode.reference = args.has("--reference");
-  if (mode.reference && (args.has("--route") || args.has("--route-file") || args.has("--threads"))) {
-    std::fprintf(stderr, "tactician check: --reference runs the interpreter: --route/--threads do not apply\n");
+  if (mode.reference && (args.has("--route") || args.has("--route-file") || args.has("--threads") || args.has("--plan"))) {
+    std::fprintf(stderr, "tactician check: --reference runs the interpreter: --route/--threads/--plan do not apply\n");
     return 2;
   }
-  if (!mode.reference) {
+  {
+    auto metrics = tolerance_from_args(args);
+    if (!metrics) {
+      std::fprintf(stderr, "tactician check: %s\n", metrics.status().to_string().c_str());
+      return 2;
+    }
+    if (*metrics && (args.has("--rtol") || args.has("--atol"))) {
+      std::fprintf(stderr, "tactician check: --tolerance replaces --rtol/--atol: give one (the tolerance sets l0's with "
+                           "atol=X,rtol=X)\n");
+      return 2;
+    }
+    mode.metrics = *metrics;
+  }
+  if (args.has("--plan")) {
+    // A plan belongs to one model: check it here, once, so that a wrong plan is one clear error
+    // and not an ERROR line per test.
+    if (dirs.size() != 1) {
+      std::fprintf(stderr, "tactician check: --plan %s: %s holds %zu test directories; a plan runs the one model it "
+                           "was built from (give its test directory, or --filter)\n",
+                   args.get("--plan").c_str(), path.c_str(), dirs.size());
+      return 2;
+    }
+    auto model = io::load_model(dirs[0] + "/model.onnx");
+    auto plan = model ? plan_from_args(args, &*model) : Result<builder::Plan>(model.status());
+    if (!plan) {
+      std::fprintf(stderr, "tactician check: %s\n", plan.status().to_string().c_str());
+      return 2;
+    }
+    for (const char* f : {"--plan", "--threads", "--backend"})
+      if (args.has(f)) mode.plan_args.values[f] = {args.get(f)};
+    std::printf("plan %s (route: %s, %s, %d threads)\n", args.get("--plan").c_str(),
+                plan->route.empty() ? "default" : plan->route.c_str(), kernels::backend_name(plan->backend), plan->threads);
+  } else if (!mode.reference) {
     auto route = route_from_args(args);
     if (!route) {
       std::fprintf(stderr, "tactician check: %s\n", route.status().to_string().c_str());
@@ -325,6 +391,7 @@ int cmd_check(int argc, char** argv) {
     }
     mode.backend = *backend;
   }
+  if (mode.metrics) std::printf("tolerance: %s\n", mode.metrics->to_string().c_str());
   auto t0 = std::chrono::steady_clock::now();
   std::vector<TestResult> results = run_all(dirs, tol, mode, jobs, timeout_s, !args.has("--no-fork"));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

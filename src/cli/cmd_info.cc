@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <map>
 
+#include "builder/plan_file.h"
 #include "cli/args.h"
 #include "core/json.h"
 #include "io/onnx_import.h"
@@ -22,6 +23,97 @@ void count_ops(const ir::Graph& g, std::map<std::string, int>& ops) {
   }
 }
 
+// The type a plan runs a graph input or output with: its planned dtype and shape, or the graph's
+// declared type for a dynamic value (sized per run).
+std::string plan_value_type(const builder::Plan& plan, int v) {
+  const builder::PlanValue& pv = plan.values[static_cast<size_t>(v)];
+  if (pv.is_dynamic() || pv.kind == builder::PlanValue::Kind::unused || pv.dtype == DType::undefined)
+    return plan.model.graph.values[static_cast<size_t>(v)].type.to_string() + (pv.is_dynamic() ? " (dynamic)" : "");
+  return dtype_name(pv.dtype) + shape_to_string(pv.shape);
+}
+
+// `info MODEL.plan`: what a saved plan holds (what the plan file records: no build report beyond
+// the pass log, since rankings, reformat and cast counts are not saved).
+int info_plan(const Args& args) {
+  const std::string& path = args.positional[0];
+  auto loaded = builder::load_plan(path);
+  if (!loaded) {
+    std::fprintf(stderr, "tactician info: %s\n", loaded.status().to_string().c_str());
+    return loaded.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
+  }
+  const builder::Plan& plan = *loaded;
+  const ir::Graph& g = plan.model.graph;
+  std::map<std::string, int> tactics;
+  for (const builder::PlanStep& st : plan.steps)
+    ++tactics[g.nodes[static_cast<size_t>(st.node)].op_type + "/" + st.tactic->name];
+  if (args.has("--json")) {
+    std::string j = "{\"plan\": " + json_quote(path) + ", \"tool\": " + json_quote(TAC_VERSION) +
+                    ", \"model_hash\": " + json_quote(plan.model_hash) + ", \"backend\": " +
+                    json_quote(kernels::backend_name(plan.backend)) + ", \"device\": " + json_quote(plan.device) +
+                    ", \"route\": " + json_quote(plan.route) + ", \"threads\": " + std::to_string(plan.threads) +
+                    ", \"dims\": {";
+    bool first = true;
+    for (const auto& [sym, n] : plan.dims) {
+      j += std::string(first ? "" : ", ") + json_quote(sym) + ": " + std::to_string(n);
+      first = false;
+    }
+    j += "}";
+    for (const auto& [key, vs] : {std::pair{"inputs", &g.inputs}, std::pair{"outputs", &g.outputs}}) {
+      j += std::string(", \"") + key + "\": [";
+      for (size_t i = 0; i < vs->size(); ++i)
+        j += std::string(i ? ", " : "") + "{\"name\": " + json_quote(g.values[static_cast<size_t>((*vs)[i])].name) +
+             ", \"type\": " + json_quote(plan_value_type(plan, (*vs)[i])) + "}";
+      j += "]";
+    }
+    j += ", \"steps\": " + std::to_string(plan.steps.size()) + ", \"dynamic_steps\": " +
+         std::to_string(plan.dynamic_steps()) + ", \"arena_bytes\": " + std::to_string(plan.arena_bytes) +
+         ", \"weight_bytes\": " + std::to_string(plan.weight_bytes()) + ", \"tactics\": {";
+    first = true;
+    for (const auto& [k, c] : tactics) {
+      j += std::string(first ? "" : ", ") + json_quote(k) + ": " + std::to_string(c);
+      first = false;
+    }
+    j += "}";
+    if (args.has("--dump")) {
+      j += ", \"step_list\": [";
+      for (size_t s = 0; s < plan.steps.size(); ++s) {
+        const ir::Node& n = g.nodes[static_cast<size_t>(plan.steps[s].node)];
+        j += std::string(s ? ", " : "") + "{\"node\": " + json_quote(n.name) + ", \"op\": " + json_quote(n.op_type) +
+             ", \"tactic\": " + json_quote(plan.steps[s].tactic->name) + "}";
+      }
+      j += "]";
+    }
+    std::printf("%s}\n", j.c_str());
+    return 0;
+  }
+  std::printf("plan       %s (tactician %s)\n", path.c_str(), TAC_VERSION);
+  std::printf("model hash %s\n", plan.model_hash.c_str());
+  std::printf("backend    %s on %s\n", kernels::backend_name(plan.backend), plan.device.c_str());
+  std::printf("route      %s\n", plan.route.empty() ? "(default)" : plan.route.c_str());
+  std::printf("threads    %d\n", plan.threads);
+  if (!plan.dims.empty()) std::printf("dims       %s\n", builder::dims_to_string(plan.dims).c_str());
+  std::printf("inputs\n");
+  for (int v : g.inputs) std::printf("  %-30s %s\n", g.values[static_cast<size_t>(v)].name.c_str(), plan_value_type(plan, v).c_str());
+  std::printf("outputs\n");
+  for (int v : g.outputs) std::printf("  %-30s %s\n", g.values[static_cast<size_t>(v)].name.c_str(), plan_value_type(plan, v).c_str());
+  std::printf("steps      %zu (%d dynamic), arena %.2f MB, weights %.2f MB\n", plan.steps.size(), plan.dynamic_steps(),
+              static_cast<double>(plan.arena_bytes) / 1e6, static_cast<double>(plan.weight_bytes()) / 1e6);
+  std::printf("tactics (op/tactic: steps)\n");
+  for (const auto& [k, c] : tactics) std::printf("  %-40s %d\n", k.c_str(), c);
+  if (!plan.report.pass_log.empty()) {
+    std::printf("passes\n");
+    for (const std::string& l : plan.report.pass_log) std::printf("  %s\n", l.c_str());
+  }
+  if (args.has("--dump")) {
+    std::printf("\n%-5s %-34s %-14s %s\n", "step", "node", "op", "tactic");
+    for (size_t s = 0; s < plan.steps.size(); ++s) {
+      const ir::Node& n = g.nodes[static_cast<size_t>(plan.steps[s].node)];
+      std::printf("%-5zu %-34s %-14s %s\n", s, n.name.c_str(), n.op_type.c_str(), plan.steps[s].tactic->name);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
@@ -31,12 +123,17 @@ int cmd_info(int argc, char** argv) {
       args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician info: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr,
-                 "usage: tactician info MODEL.onnx [--json] [--dump]\n"
+                 "usage: tactician info MODEL.onnx|MODEL.plan [--json] [--dump]\n"
+                 "A model: inputs, outputs, opsets, node count per op, parameters, unsupported ops.\n"
+                 "A plan (.plan): the model hash, backend and device, route, threads, symbolic dims it was\n"
+                 "built for, inputs and outputs as it runs them, steps, arena and weight bytes, tactics per op.\n"
                  "  --json   one JSON object instead of text\n"
-                 "  --dump   also print every node of the main graph\n");
+                 "  --dump   also print every node of the main graph (a plan: every step and its tactic)\n");
     return args.has("--help") ? 0 : 2;
   }
-  auto loaded = io::load_model(args.positional[0]);
+  const std::string& path = args.positional[0];
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".plan") == 0) return info_plan(args);
+  auto loaded = io::load_model(path);
   if (!loaded) {
     std::fprintf(stderr, "tactician info: %s\n", loaded.status().to_string().c_str());
     return 1;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/engine_args.h"
+#include "core/json.h"
 
 namespace tac::cli {
 
@@ -14,15 +15,20 @@ int cmd_profile(int argc, char** argv) {
   std::string err;
   const char* help =
       "usage: tactician profile MODEL.onnx|MODEL.plan [--route ...|--route-file F] [--threads N] [--runs 20]\n"
-      "                         [--top N]\n"
+      "                         [--top N] [--json]\n"
       "Per-step time inside the engine (median over runs), the same tactic timed alone on the same\n"
       "layer (the classic isolated profile), both sums, and the end-to-end median: the gap between\n"
       "the isolated sum and the real time is what per-layer profiling gets wrong.\n"
-      "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n";
+      "  --backend cuda|cpu     where the engine runs (default: cuda when this build has CUDA and a GPU is present)\n"
+      "  --json                 the last line of stdout is every step in run order, as trtexec's --exportProfile:\n"
+      "                         {\"steps\": [{\"step\", \"node\", \"op\", \"tactic\", \"engine_us\", \"isolated_us\"}],\n"
+      "                         \"sum_engine_ms\", \"sum_isolated_ms\", \"median_ms\", \"p10_ms\", \"p90_ms\", \"runs\",\n"
+      "                         \"threads\", \"backend\"} (engine_us: median over the runs; a dynamic step's isolated\n"
+      "                         time is its engine time)\n";
   std::set<std::string> flags = kEngineFlags;
   flags.insert("--runs");
   flags.insert("--top");
-  if (!parse_args(argc, argv, 2, flags, {"--help"}, args, err) || args.positional.size() != 1 || args.has("--help")) {
+  if (!parse_args(argc, argv, 2, flags, {"--help", "--json"}, args, err) || args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician profile: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
     return args.has("--help") ? 0 : 2;
@@ -90,6 +96,23 @@ int cmd_profile(int argc, char** argv) {
   std::printf("end-to-end median                %10.3f ms  (p10 %.3f, p90 %.3f, %d runs, %d threads)\n", lat->median_ms,
               lat->p10_ms, lat->p90_ms, lat->runs, plan.threads);
   std::printf("isolated sum / end-to-end        %10.2f\n", sum_isolated / 1e3 / lat->median_ms);
+  if (args.has("--json")) {
+    std::string j = "{\"steps\": [";
+    char buf[256];
+    for (const Row& r : rows) {
+      const builder::PlanStep& st = plan.steps[r.step];
+      const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+      j += std::string(r.step ? ", " : "") + "{\"step\": " + std::to_string(r.step) + ", \"node\": " + json_quote(n.name) +
+           ", \"op\": " + json_quote(n.op_type) + ", \"tactic\": " + json_quote(st.tactic->name);
+      std::snprintf(buf, sizeof buf, ", \"engine_us\": %.3f, \"isolated_us\": %.3f}", r.engine_us, r.isolated_us);
+      j += buf;
+    }
+    std::snprintf(buf, sizeof buf,
+                  "], \"sum_engine_ms\": %.6f, \"sum_isolated_ms\": %.6f, \"median_ms\": %.6f, \"p10_ms\": %.6f, "
+                  "\"p90_ms\": %.6f, \"runs\": %d, \"threads\": %d, \"backend\": ",
+                  sum_engine / 1e3, sum_isolated / 1e3, lat->median_ms, lat->p10_ms, lat->p90_ms, lat->runs, plan.threads);
+    std::printf("%s%s%s}\n", j.c_str(), buf, json_quote(kernels::backend_name(plan.backend)).c_str());
+  }
   return 0;
 }
 

@@ -2,8 +2,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
+#include "builder/plan_file.h"
 #include "cli/args.h"
 #include "cli/engine_args.h"
 #include "io/onnx_import.h"
@@ -13,29 +15,6 @@
 namespace tac::cli {
 
 namespace {
-
-// Seeded random data of the declared type; symbolic dims take --dim values (default 1).
-Result<Tensor> random_tensor(const ir::Value& v, const std::map<std::string, int64_t>& dims, std::mt19937_64& rng) {
-  if (v.type.kind != ir::ValueKind::tensor)
-    return unsupported("input '" + v.name + "': random data for sequences and optionals is not supported");
-  if (v.type.dtype == DType::undefined) return invalid_argument("input '" + v.name + "' has no declared type");
-  if (!v.type.has_shape) return invalid_argument("input '" + v.name + "' has no declared shape; give it with --input");
-  Shape shape;
-  for (const ir::Dim& d : v.type.dims) {
-    if (d.known()) shape.push_back(d.value);
-    else if (auto it = dims.find(d.symbol); it != dims.end()) shape.push_back(it->second);
-    else shape.push_back(1);
-  }
-  TAC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(v.type.dtype, shape));
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::uniform_int_distribution<int> small(0, 9);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (dtype_is_float(t.dtype())) t.set_f64(i, normal(rng));
-    else if (t.dtype() == DType::boolean) t.set_i64(i, small(rng) & 1);
-    else t.set_i64(i, small(rng));
-  }
-  return t;
-}
 
 std::string file_name_for(const std::string& value_name) {
   std::string s;
@@ -49,12 +28,13 @@ int cmd_run(int argc, char** argv) {
   Args args;
   std::string err;
   const char* help =
-      "usage: tactician run MODEL.onnx [--input NAME=FILE.pb|FILE.npy]... [--random-inputs [--seed S]\n"
+      "usage: tactician run MODEL.onnx|MODEL.plan [--input NAME=FILE.pb|FILE.npy]... [--random-inputs [--seed S]\n"
       "                     [--dim SYMBOL=N]...] [--output-dir DIR [--format pb|npy]]\n"
       "                     [--plan F.plan | --route \"k=v ...\" | --route-file F | --reference] [--threads N]\n"
       "Runs the model and writes every output to DIR as <output name>.pb (ONNX TensorProto) or .npy.\n"
       "The engine is built for the default route unless --route/--route-file say otherwise, or\n"
-      "loaded with --plan; --reference runs the reference interpreter instead.\n"
+      "loaded with --plan (or given as MODEL.plan, alone: inputs and outputs are the plan's, random inputs\n"
+      "take the sizes it was built for); --reference runs the reference interpreter instead.\n"
       "  --input NAME=FILE   a graph input from a .pb (TensorProto) or .npy file\n"
       "  --random-inputs     fill inputs not given with seeded random data of the declared type/shape\n"
       "  --seed S            seed for --random-inputs (default 0)\n"
@@ -73,13 +53,34 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "tactician run: --format must be pb or npy, got '%s'\n", format.c_str());
     return 2;
   }
-  auto loaded = io::load_model(args.positional[0]);
-  if (!loaded) {
-    std::fprintf(stderr, "tactician run: %s\n", loaded.status().to_string().c_str());
-    return 1;
+  // MODEL.plan alone: the plan carries its graph (after passes; inputs and outputs unchanged).
+  std::optional<builder::Plan> plan;
+  Result<ir::Model> loaded = ir::Model{};
+  const std::string& path = args.positional[0];
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".plan") == 0) {
+    if (args.has("--plan") || args.has("--reference")) {
+      std::fprintf(stderr, "tactician run: %s is a plan: --%s needs MODEL.onnx\n", path.c_str(),
+                   args.has("--plan") ? "plan" : "reference");
+      return 2;
+    }
+    args.values["--plan"] = {path};
+    auto p = plan_from_args(args, nullptr);
+    if (!p) {
+      std::fprintf(stderr, "tactician run: %s\n", p.status().to_string().c_str());
+      return p.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
+    }
+    plan = std::move(p).value();
+  } else {
+    loaded = io::load_model(path);
+    if (!loaded) {
+      std::fprintf(stderr, "tactician run: %s\n", loaded.status().to_string().c_str());
+      return 1;
+    }
   }
-  const ir::Model& m = *loaded;
-  const ir::Graph& g = m.graph;
+  const ir::Model& m = plan ? plan->model : *loaded;
+  const ir::Graph& g = m.graph;  // a plan's moves into its engine below: read what is needed first
+  std::vector<std::string> output_names;
+  for (int v : g.outputs) output_names.push_back(g.values[static_cast<size_t>(v)].name);
 
   std::map<std::string, std::string> given;
   for (const std::string& kv : args.all("--input")) {
@@ -108,6 +109,8 @@ int cmd_run(int argc, char** argv) {
     }
     dims[kv.substr(0, eq)] = n;
   }
+  if (plan)
+    for (const auto& [sym, n] : plan->dims) dims.emplace(sym, n);  // the sizes it was built for
   std::mt19937_64 rng(std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10));
   std::vector<Datum> inputs;
   for (int vid : g.inputs) {
@@ -169,7 +172,7 @@ int cmd_run(int argc, char** argv) {
       std::fprintf(stderr, "tactician run: %s\n", bound.to_string().c_str());
       return 2;
     }
-    auto engine = engine_from_args(args, &m, opts);
+    auto engine = plan ? runtime::Engine::create(std::move(*plan)) : engine_from_args(args, &m, opts);
     if (!engine) {
       std::fprintf(stderr, "tactician run: %s\n", engine.status().to_string().c_str());
       return engine.status().kind() == ErrorKind::invalid_argument ? 2 : 1;
@@ -182,7 +185,7 @@ int cmd_run(int argc, char** argv) {
       return 1;
     }
     outs = std::move(r).value();
-    std::printf("ran %s with a built engine (%zu steps, route: %s) in %.1f ms\n", m.path.c_str(),
+    std::printf("ran %s with a built engine (%zu steps, route: %s) in %.1f ms\n", path.c_str(),
                 (*engine)->plan().steps.size(), (*engine)->plan().route.empty() ? "default" : (*engine)->plan().route.c_str(), ms);
   }
   std::string dir = args.get("--output-dir");
@@ -195,7 +198,7 @@ int cmd_run(int argc, char** argv) {
     }
   }
   for (size_t i = 0; i < outs->size(); ++i) {
-    const std::string& name = g.values[static_cast<size_t>(g.outputs[i])].name;
+    const std::string& name = output_names.at(i);
     const Datum& d = (*outs)[i];
     if (d.kind != Datum::Kind::tensor) {
       std::printf("  %-24s %s\n", name.c_str(), d.kind == Datum::Kind::sequence ? "sequence" : "empty optional");

@@ -64,28 +64,33 @@ Result<builder::BuildOptions> build_options_from_args(const Args& args) {
   return o;
 }
 
+Result<builder::Plan> plan_from_args(const Args& args, const ir::Model* model) {
+  if (args.has("--route") || args.has("--route-file") || args.has("--shapes"))
+    return invalid_argument("--plan runs a built plan: --route / --route-file / --shapes do not apply");
+  TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::load_plan(args.get("--plan")));
+  if (args.has("--backend") && args.get("--backend") != kernels::backend_name(plan.backend))
+    return invalid_argument("--backend " + args.get("--backend") + ": the plan " + args.get("--plan") +
+                            " was built for the " + kernels::backend_name(plan.backend) + " backend (" + plan.device +
+                            "); rebuild it with --backend " + args.get("--backend"));
+  if (model && plan.model_hash != model->hash)
+    return invalid_argument(args.get("--plan") + ": the plan was built from another model (hash " + plan.model_hash +
+                            ") than " + model->path + " (hash " + model->hash + "); rebuild the plan from it");
+  if (args.has("--threads")) {
+    const std::string t = args.get("--threads");
+    char* end = nullptr;
+    long n = std::strtol(t.c_str(), &end, 10);
+    if (t.empty() || *end || n < 1 || n > builder::hardware_threads())
+      return invalid_argument("--threads '" + t + "': this machine runs 1 to " +
+                              std::to_string(builder::hardware_threads()) + " threads");
+    plan.threads = static_cast<int>(n);
+  }
+  return plan;
+}
+
 Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, const ir::Model* model,
                                                           const builder::BuildOptions& opts) {
   if (args.has("--plan")) {
-    if (args.has("--route") || args.has("--route-file") || args.has("--shapes"))
-      return invalid_argument("--plan runs a built plan: --route / --route-file / --shapes do not apply");
-    TAC_ASSIGN_OR_RETURN(builder::Plan plan, builder::load_plan(args.get("--plan")));
-    if (args.has("--backend") && args.get("--backend") != kernels::backend_name(plan.backend))
-      return invalid_argument("--backend " + args.get("--backend") + ": the plan " + args.get("--plan") +
-                              " was built for the " + kernels::backend_name(plan.backend) + " backend (" + plan.device +
-                              "); rebuild it with --backend " + args.get("--backend"));
-    if (model && plan.model_hash != model->hash)
-      return invalid_argument(args.get("--plan") + ": the plan was built from another model (hash " + plan.model_hash +
-                              ") than " + model->path + " (hash " + model->hash + "); rebuild the plan from it");
-    if (args.has("--threads")) {
-      const std::string t = args.get("--threads");
-      char* end = nullptr;
-      long n = std::strtol(t.c_str(), &end, 10);
-      if (t.empty() || *end || n < 1 || n > builder::hardware_threads())
-        return invalid_argument("--threads '" + t + "': this machine runs 1 to " +
-                                std::to_string(builder::hardware_threads()) + " threads");
-      plan.threads = static_cast<int>(n);
-    }
+    TAC_ASSIGN_OR_RETURN(builder::Plan plan, plan_from_args(args, model));
     return runtime::Engine::create(std::move(plan));
   }
   if (!model) return invalid_argument("no model and no --plan");
@@ -93,6 +98,43 @@ Result<std::unique_ptr<runtime::Engine>> engine_from_args(const Args& args, cons
   auto plan = builder::build_plan(*model, route, opts);
   if (!plan) return plan.status().with_context(model->path + ": ");
   return runtime::Engine::create(std::move(plan).value());
+}
+
+Result<std::optional<tuner::Tolerance>> tolerance_from_args(const Args& args) {
+  if (!args.has("--tolerance") && !args.has("--tolerance-file")) return std::optional<tuner::Tolerance>();
+  if (args.has("--tolerance") && args.has("--tolerance-file"))
+    return invalid_argument("--tolerance and --tolerance-file: give one");
+  std::string text = args.get("--tolerance");
+  if (args.has("--tolerance-file")) {
+    TAC_ASSIGN_OR_RETURN(text, io::read_file(args.get("--tolerance-file"), "the tolerance file"));
+    std::replace(text.begin(), text.end(), '\n', ',');
+    while (!text.empty() && text.back() == ',') text.pop_back();
+  }
+  auto tol = tuner::Tolerance::parse(text);
+  if (!tol) return tol.status().with_context(args.has("--tolerance") ? "--tolerance: " : args.get("--tolerance-file") + ": ");
+  return std::optional<tuner::Tolerance>(*tol);
+}
+
+Result<Tensor> random_tensor(const ir::Value& v, const std::map<std::string, int64_t>& dims, std::mt19937_64& rng) {
+  if (v.type.kind != ir::ValueKind::tensor)
+    return unsupported("input '" + v.name + "': random data for sequences and optionals is not supported");
+  if (v.type.dtype == DType::undefined) return invalid_argument("input '" + v.name + "' has no declared type");
+  if (!v.type.has_shape) return invalid_argument("input '" + v.name + "' has no declared shape; give it with --input");
+  Shape shape;
+  for (const ir::Dim& d : v.type.dims) {
+    if (d.known()) shape.push_back(d.value);
+    else if (auto it = dims.find(d.symbol); it != dims.end()) shape.push_back(it->second);
+    else shape.push_back(1);
+  }
+  TAC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(v.type.dtype, shape));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 9);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dtype_is_float(t.dtype())) t.set_f64(i, normal(rng));
+    else if (t.dtype() == DType::boolean) t.set_i64(i, small(rng) & 1);
+    else t.set_i64(i, small(rng));
+  }
+  return t;
 }
 
 Result<std::vector<Tensor>> random_inputs(const runtime::Engine& e, uint64_t seed) {

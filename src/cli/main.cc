@@ -52,14 +52,17 @@ void usage(FILE* f) {
                "tactician " TAC_VERSION " - an ONNX inference compiler with a global performance tuner\n\n"
                "usage: tactician <command> [options]\n\n"
                "commands:\n"
-               "  info MODEL.onnx             inputs, outputs, opsets, ops, parameters, unsupported ops\n"
+               "  info MODEL.onnx|F.plan      inputs, outputs, opsets, ops, parameters, unsupported ops (a plan:\n"
+               "                              its route, backend, dims, steps, tactics)\n"
                "  knobs MODEL.onnx            the knob space: every build decision, its values and default\n"
                "  build MODEL.onnx [-o F]     build an engine plan for a route (default: the default route)\n"
-               "  run MODEL.onnx [options]    run an engine (or --reference), write its outputs (.pb or .npy)\n"
+               "  run MODEL.onnx|F.plan       run an engine (or --reference), write its outputs (.pb or .npy)\n"
                "  check PATH [--json]         run test directories (model.onnx + test_data_set_*) and\n"
-               "                              compare with their expected outputs\n"
-               "  bench MODEL.onnx|F.plan     end-to-end latency (median, p10, p90, cv)\n"
-               "  profile MODEL.onnx          per-step times in the engine vs the same tactics timed alone\n"
+               "                              compare with their expected outputs (--plan F, --tolerance)\n"
+               "  compare MODEL.onnx --a E --b E  run two engines (routes, plans, backends, the reference)\n"
+               "                              on the same inputs and compare their outputs\n"
+               "  bench MODEL.onnx|F.plan     end-to-end latency (median, p10, p90, cv; --export-times F)\n"
+               "  profile MODEL.onnx|F.plan   per-step times in the engine vs the same tactics timed alone (--json)\n"
                "  tune MODEL.onnx --budget 10m  search whole engines for the fastest within the tolerance\n"
                "  report TUNING.db -o F.html  HTML report of a tuning database (and --jsonl export)\n"
                "  explain MODEL.onnx --db F   which knob changes carry the tuned speed-up (ablation)\n\n"
@@ -80,6 +83,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "tune") return tac::cli::cmd_tune(argc, argv);
   if (cmd == "report") return tac::cli::cmd_report(argc, argv);
   if (cmd == "explain") return tac::cli::cmd_explain(argc, argv);
+  if (cmd == "compare") return tac::cli::cmd_compare(argc, argv);
   if (cmd == "evaluate") return tac::tuner::run_evaluate_command(argc, argv);  // internal: the tuner's child
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     usage(stdout);

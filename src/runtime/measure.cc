@@ -55,6 +55,7 @@ Result<Latency> measure(Engine& e, const std::vector<std::vector<Tensor>>& sets,
   l.mean_ms = sum / static_cast<double>(ms.size());
   for (double v : ms) sq += (v - l.mean_ms) * (v - l.mean_ms);
   l.cv = ms.size() > 1 ? std::sqrt(sq / static_cast<double>(ms.size() - 1)) / l.mean_ms : 0.0;
+  l.times_ms = std::move(ms);
   return l;
 }
 

@@ -11,6 +11,7 @@ namespace tac::runtime {
 struct Latency {
   double median_ms = 0, p10_ms = 0, p90_ms = 0, mean_ms = 0, cv = 0;
   int runs = 0;
+  std::vector<double> times_ms;  // every timed run in order (run i used input set i % sets), warm-up excluded
 };
 
 // Fails when a run fails. A very slow engine stops after 20x min_seconds + 60 s with what it has.

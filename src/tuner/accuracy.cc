@@ -165,6 +165,21 @@ Result<Metrics> compute_metrics(const Tensor& got, const Tensor& ref, double ato
   return integer_metrics(got, ref);
 }
 
+Result<double> max_relative_diff(const Tensor& got, const Tensor& ref) {
+  if (got.dtype() != ref.dtype() || got.shape() != ref.shape())
+    return invalid_argument("max relative difference: got " + dtype_name(got.dtype()) + shape_to_string(got.shape()) +
+                            ", reference " + dtype_name(ref.dtype()) + shape_to_string(ref.shape()));
+  double worst = 0;
+  const bool is_float = dtype_is_float(got.dtype());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double g = is_float ? got.get_f64(i) : static_cast<double>(int_value(got, i));
+    const double r = is_float ? ref.get_f64(i) : static_cast<double>(int_value(ref, i));
+    if (r == 0 || !std::isfinite(r) || !std::isfinite(g)) continue;
+    worst = std::max(worst, std::fabs(g - r) / std::fabs(r));
+  }
+  return worst;
+}
+
 Tolerance Tolerance::default_fp32() {
   Tolerance tol;
   tol.bounds = {{"l2", false, 1e-5}, {"cos", true, 0.99999}};

@@ -45,6 +45,11 @@ struct Tolerance {
 
 // Metrics of `got` against `ref` (same dtype and shape, else an error naming the difference).
 Result<Metrics> compute_metrics(const Tensor& got, const Tensor& ref, double atol, double rtol);
+// max |got - ref| / |ref| over the elements where ref is not 0 and both are finite (where ref is 0,
+// linf says it); 0 when there are none. Not a tolerance metric (one tiny reference element
+// dominates it): `compare` prints it beside them, as polygraphy does. Same dtype and shape as
+// compute_metrics asks, else an error.
+Result<double> max_relative_diff(const Tensor& got, const Tensor& ref);
 // Empty when every bound holds for every output (and all are finite); else the first violation,
 // e.g. "output 0: cos 0.9991 < 0.9999".
 std::string check_tolerance(const Tolerance& tol, const std::vector<Metrics>& per_output);

@@ -30,8 +30,9 @@ def built(ctx, route="pass.fuse_elementwise=off"):
 
 
 def refused(ctx, plan, *patterns, model=None, run_args=()):
-    """`run --plan` and `bench` both refuse the plan, naming it; no output is written."""
+    """`run --plan`, `run PLAN` and `bench` all refuse the plan, naming it; no output is written."""
     ctx.expect_error(ctx.run("run", model, "--plan", plan, *run_args), r"tampered\.plan", *patterns)
+    ctx.expect_error(ctx.run("run", plan, *run_args), r"tampered\.plan", *patterns)
     ctx.expect_error(ctx.run("bench", plan, "--min-runs", "1", "--min-seconds", "0", "--warmup", "0"), r"tampered\.plan", *patterns)
     ctx.check(not any(ctx.path("out").glob("*")), "outputs were written from a refused plan")
 

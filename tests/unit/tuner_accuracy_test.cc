@@ -52,6 +52,20 @@ TEST(TunerAccuracyMetrics, HandComputedFloat32) {
   EXPECT_DOUBLE_EQ(metrics(got, ref, 1.0, 0).l0, 0);
 }
 
+TEST(TunerAccuracyMetrics, MaxRelativeDiff) {
+  // |diff| / |ref| = [0.5, 0, (skipped: ref 0), 0.25, (skipped: NaN)]
+  Tensor ref = make(DType::float32, {2, -3, 0, -4, kNaN});
+  Tensor got = make(DType::float32, {3, -3, 7, -5, 1});
+  Result<double> r = max_relative_diff(got, ref);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_DOUBLE_EQ(*r, 0.5);
+  EXPECT_DOUBLE_EQ(*max_relative_diff(ref, ref), 0);
+  EXPECT_DOUBLE_EQ(*max_relative_diff(make_i64(DType::int64, {10, 4}), make_i64(DType::int64, {8, 4})), 0.25);
+  Result<double> bad = max_relative_diff(make(DType::float32, {1, 2}), make(DType::float32, {1, 2, 3}));
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("reference float[3]"), std::string::npos) << bad.status().message();
+}
+
 TEST(TunerAccuracyMetrics, CosineAndRelativeNorms) {
   Metrics m = metrics(make(DType::float64, {3, 4}), make(DType::float64, {4, 3}));
   EXPECT_DOUBLE_EQ(m.cos, 24.0 / 25.0);
