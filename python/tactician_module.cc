@@ -190,7 +190,7 @@ py::list knobs(py::handle model, const std::string& backend) {
 py::dict tune(const std::string& model, double budget, const std::string& tolerance, const std::string& backend,
               const std::string& route, const std::vector<std::string>& knob_globs, int threads, int64_t max_candidates,
               uint64_t seed, const std::string& out_dir, const std::string& db, const std::string& strategy,
-              py::object progress) {
+              const std::string& shapes, py::object progress) {
   tac::TuneOptions o;
   o.budget_seconds = budget;
   o.tolerance = tolerance;
@@ -203,6 +203,7 @@ py::dict tune(const std::string& model, double budget, const std::string& tolera
   o.out_dir = out_dir;
   o.db_path = db;
   o.strategy = strategy;
+  o.shapes = shapes;
   if (!progress.is_none())
     o.progress = [progress](const std::string& line) {
       py::gil_scoped_acquire gil;
@@ -260,7 +261,7 @@ PYBIND11_MODULE(tactician, m) {
   m.def("tune", &tune, py::arg("model"), py::kw_only(), py::arg("budget") = 60.0, py::arg("tolerance") = "",
         py::arg("backend") = "", py::arg("route") = "", py::arg("knobs") = std::vector<std::string>{},
         py::arg("threads") = 0, py::arg("max_candidates") = -1, py::arg("seed") = 0, py::arg("out_dir") = "",
-        py::arg("db") = "", py::arg("strategy") = "tpe", py::arg("progress") = py::none(),
+        py::arg("db") = "", py::arg("strategy") = "tpe", py::arg("shapes") = "", py::arg("progress") = py::none(),
         "Tunes the model (budget in seconds); returns the summary as a dict (summary.json's fields, "
         "best_route and best_is_default).");
   m.def("load_tensor", [](const std::string& path) {

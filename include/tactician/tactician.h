@@ -141,6 +141,7 @@ struct TuneOptions {
   int threads = 0;                // 0: every hardware thread (as the command line)
   uint64_t seed = 0;
   std::map<std::string, int64_t> dims;
+  std::string shapes;             // shape ranges (as BuildOptions::shapes): tuned at the opt sizes
   std::string inputs_dir;         // test_data_set_* layout; "": the model's own test data, else random
   std::string db_path;            // the tuning database ("": a temporary one, removed after)
   std::string out_dir;            // best.plan, best.route, summary.json ("": none written)

@@ -283,6 +283,7 @@ Result<TuneResult> tune(const std::string& model_path, const TuneOptions& option
     o.threads = options.threads > 0 ? options.threads : builder::hardware_threads();
     o.seed = options.seed;
     o.dims = options.dims;
+    TAC_ASSIGN_OR_RETURN(o.ranges, builder::parse_shape_ranges(options.shapes));
     o.inputs_dir = options.inputs_dir;
     o.out_dir = options.out_dir;
     TAC_ASSIGN_OR_RETURN(o.backend, backend_named(options.backend));

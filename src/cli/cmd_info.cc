@@ -57,6 +57,13 @@ int info_plan(const Args& args) {
       j += std::string(first ? "" : ", ") + json_quote(sym) + ": " + std::to_string(n);
       first = false;
     }
+    j += "}, \"shapes\": {";
+    first = true;
+    for (const auto& [sym, r] : plan.ranges) {
+      j += std::string(first ? "" : ", ") + json_quote(sym) + ": {\"min\": " + std::to_string(r.min) +
+           ", \"opt\": " + std::to_string(r.opt) + ", \"max\": " + std::to_string(r.max) + "}";
+      first = false;
+    }
     j += "}";
     for (const auto& [key, vs] : {std::pair{"inputs", &g.inputs}, std::pair{"outputs", &g.outputs}}) {
       j += std::string(", \"") + key + "\": [";
@@ -92,6 +99,9 @@ int info_plan(const Args& args) {
   std::printf("route      %s\n", plan.route.empty() ? "(default)" : plan.route.c_str());
   std::printf("threads    %d\n", plan.threads);
   if (!plan.dims.empty()) std::printf("dims       %s\n", builder::dims_to_string(plan.dims).c_str());
+  if (!plan.ranges.empty())
+    std::printf("shapes     %s (runs every size inside; built at the opt sizes)\n",
+                builder::shape_ranges_to_string(plan.ranges).c_str());
   std::printf("inputs\n");
   for (int v : g.inputs) std::printf("  %-30s %s\n", g.values[static_cast<size_t>(v)].name.c_str(), plan_value_type(plan, v).c_str());
   std::printf("outputs\n");

@@ -25,7 +25,7 @@ int cmd_tune(int argc, char** argv) {
       "         [--strategy tpe|evolution|coordinate|random|fast|full|mixed] [--seed S]\n"
       "         [--tolerance \"cos>=0.9999,linf<=1e-3\" | --tolerance-file F] [--inputs DIR] [--backend cuda|cpu] [--threads N]\n"
       "         [--db tuning.db] [--out DIR] [--knobs \"glob,...\"] [--route \"k=v ...\" | --route-file F]\n"
-      "         [--dim S=N] [--timeout 300s] [--json]\n"
+      "         [--dim S=N] [--shapes S=MIN..MAX:OPT,...] [--timeout 300s] [--json]\n"
       "Searches whole engines: every candidate route is built, checked against the reference outputs\n"
       "and timed end to end in a child process; the fastest that passes the tolerance wins. Re-running\n"
       "resumes from the database. --out DIR gets best.plan, best.route and summary.json.\n"
@@ -40,6 +40,8 @@ int cmd_tune(int argc, char** argv) {
       "  --knobs          only knobs matching these globs, e.g. \"tactic.*,pass.fuse_*\"\n"
       "  --route \"k=v ...\", --route-file F  settings every candidate keeps, not searched (e.g.\n"
       "                   \"precision.default=fp16\"); the default route compared against is this route\n"
+      "  --shapes batch=1..8:4,seq=16..512:128  tune at the opt sizes; best.plan runs every size in the\n"
+      "                   ranges (as `build --shapes`)\n"
       "  --timeout        a candidate's time limit (default 300s); search candidates get at most 10x the\n"
       "                   default route's evaluation time (30 s at least): a far slower engine is killed\n"
       "                   and recorded as a timeout\n"
@@ -54,7 +56,7 @@ int cmd_tune(int argc, char** argv) {
       "  --mpi-test-lose RANK[:hang]  (tests) that worker rank dies (or hangs) on its first candidate\n";
   if (!parse_args(argc, argv, 2,
                   {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
-                   "--tolerance-file", "--inputs", "--calibration", "--backend", "--threads", "--db", "--out", "--knobs", "--dim", "--timeout",
+                   "--tolerance-file", "--inputs", "--calibration", "--backend", "--threads", "--db", "--out", "--knobs", "--dim", "--shapes", "--timeout",
                    "--batch", "--route", "--route-file", "--mpi-test-lose"},
                   {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
@@ -127,6 +129,11 @@ int cmd_tune(int argc, char** argv) {
     auto eq = kv.find('=');
     if (eq == std::string::npos) return fail(invalid_argument("--dim takes SYMBOL=N, got '" + kv + "'"), 2);
     o.dims[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
+  }
+  if (args.has("--shapes")) {
+    auto ranges = builder::parse_shape_ranges(args.get("--shapes"));
+    if (!ranges) return fail(ranges.status().with_context("--shapes: "), 2);
+    o.ranges = std::move(ranges).value();
   }
   {
     auto fixed = route_from_args(args);

@@ -61,6 +61,7 @@ std::string encode_request(const EvalRequest& r) {
   w.put("min_seconds", r.min_seconds);
   w.put("min_runs", int64_t{r.min_runs});
   w.put("save_plan", r.save_plan);
+  w.put("shapes", r.shapes);
   w.put("check", int64_t{r.check});
   w.put("measure", int64_t{r.measure});
   w.put("planted_faults", int64_t{r.planted_faults});
@@ -85,6 +86,7 @@ Result<EvalRequest> decode_request(const std::string& text) {
     else if (k == "min_seconds") r.min_seconds = to_double(v);
     else if (k == "min_runs") r.min_runs = static_cast<int>(to_int(v));
     else if (k == "save_plan") r.save_plan = v;
+    else if (k == "shapes") r.shapes = v;
     else if (k == "check") r.check = v == "1";
     else if (k == "measure") r.measure = v == "1";
     else if (k == "planted_faults") r.planted_faults = v == "1";

@@ -90,6 +90,7 @@ int run_evaluate_command(int argc, char** argv) {
     else if (k == "--min-seconds") req.min_seconds = std::strtod(v.c_str(), nullptr);
     else if (k == "--min-runs") req.min_runs = std::atoi(v.c_str());
     else if (k == "--save-plan") req.save_plan = v;
+    else if (k == "--shapes") req.shapes = v;
     else if (k == "--check") req.check = v == "1";
     else if (k == "--measure") req.measure = v == "1";
     else if (k == "--plant-faults") req.planted_faults = v == "1";
@@ -119,6 +120,9 @@ int run_evaluate_command(int argc, char** argv) {
     auto eq = d.find('=');
     if (eq != std::string::npos) opts.dims[d.substr(0, eq)] = std::strtoll(d.c_str() + eq + 1, nullptr, 10);
   }
+  auto ranges = builder::parse_shape_ranges(req.shapes);
+  if (!ranges) return child_fail("build_failed", ranges.status().to_string());
+  opts.ranges = std::move(ranges).value();
   auto t0 = std::chrono::steady_clock::now();
   auto plan = builder::build_plan(*model, *route, opts);
   if (!plan) return child_fail("build_failed", plan.status().to_string());
@@ -256,6 +260,7 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, O
     args.push_back(std::to_string(req.compare_rounds));
   }
   for (const auto& [flag, v] : {std::pair<const char*, const std::string&>{"--save-plan", req.save_plan},
+                                {"--shapes", req.shapes},
                                 {"--calibration", req.calibration_dir},
                                 {"--calibration-cache", req.calibration_cache},
                                 {"--backend", req.backend},

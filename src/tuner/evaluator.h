@@ -24,6 +24,7 @@ struct EvalRequest {
   double min_seconds = 0.3;       // measurement: minimum time ...
   int min_runs = 10;              // ... and count
   std::string save_plan;          // if set, the child also saves the plan there
+  std::string shapes;             // shape ranges the plan is built with (builder::parse_shape_ranges)
   bool check = true;              // run the accuracy gate
   bool measure = true;            // time the engine
   bool planted_faults = false;    // offer the planted-fault tactics (tests of the tuner)

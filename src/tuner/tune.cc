@@ -335,6 +335,13 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   }
   TAC_ASSIGN_OR_RETURN(auto db, Database::open(opts.db_path));
   std::map<std::string, int64_t> dims = opts.dims;
+  if (!opts.ranges.empty()) {  // tuned at the opt sizes
+    builder::BuildOptions at_opt;
+    at_opt.dims = dims;
+    at_opt.ranges = opts.ranges;
+    TAC_RETURN_IF_ERROR(builder::apply_shape_ranges(model, at_opt));
+    dims = at_opt.dims;
+  }
   const std::string work = opts.out_dir.empty() ? (fs::temp_directory_path() / ("tactician-tune-" + std::to_string(::getpid()))).string()
                                                 : opts.out_dir;
   // Without --out the reference data lives in a temporary folder, removed however tune() returns.
@@ -989,6 +996,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     EvalRequest save = request(best_rec.route, 0);
     save.measure = false;
     save.save_plan = opts.out_dir + "/best.plan";
+    save.shapes = builder::shape_ranges_to_string(opts.ranges);
     EvalResult rs = evaluate_in_child(save, opts.limits, OnInterrupt::finish);
     if (rs.status != "ok") return internal_error("could not rebuild the best route to save it: " + rs.reason);
     auto write = [](const std::string& path, const std::string& text) -> Status {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "builder/knobs.h"
+#include "builder/plan.h"
 #include "kernels/tactic.h"
 #include "tuner/accuracy.h"
 #include "tuner/evaluator.h"
@@ -37,6 +38,9 @@ struct TuneOptions {
   // searched, and the default route of the comparison is this route.
   builder::Route fixed;
   std::map<std::string, int64_t> dims;
+  // Shape ranges (--shapes): candidates are built, checked and timed at the opt sizes; best.plan
+  // carries the ranges and runs every size inside them (builder/plan.h, DimRange).
+  builder::ShapeRanges ranges;
   size_t batch = 4;             // points asked from the strategy at a time
   EvalLimits limits;
   double cheap_seconds = 0.3;   // measurement of every candidate ...

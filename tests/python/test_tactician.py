@@ -136,3 +136,33 @@ def test_tune(tmp_path):
     x, want = reference_data()
     best = tactician.build(MODEL, route=s["best_route"], backend="cpu")
     np.testing.assert_allclose(best.run({"data_0": x})["softmaxout_1"], want, rtol=1e-3, atol=1e-5)
+
+
+BERT = os.path.join(SRC, "..", "shared", "models", "bert-toy")
+
+
+def bert_feeds(batch, seq, seed):
+    rng = np.random.default_rng(seed)
+    return {"input_ids": rng.integers(0, 99, (batch, seq), dtype=np.int64),
+            "token_type_ids": rng.integers(0, 2, (batch, seq), dtype=np.int64),
+            "input_mask": np.ones((batch, seq), np.int64)}
+
+
+@pytest.mark.skipif(not os.path.isdir(BERT), reason="no ../shared/models/bert-toy")
+def test_shape_ranges_tuned_plan(tmp_path):
+    # tune at the opt sizes; best.plan runs other sizes inside the ranges as an exact-shape engine does
+    s = tactician.tune(BERT, budget=6, backend="cpu", threads=1, shapes="batch=1..4:2,max_seq_len_in_batch=8..64:16",
+                       out_dir=str(tmp_path / "out"))
+    plan = tactician.load(str(tmp_path / "out" / "best.plan"), model=BERT)
+    assert plan.inputs[0]["shape"] == [2, 16]  # the opt sizes
+    for batch, seq in [(2, 16), (1, 8), (4, 64), (3, 33)]:
+        f = bert_feeds(batch, seq, batch * 100 + seq)
+        exact = tactician.build(BERT, route=s["best_route"], backend="cpu",
+                                dims={"batch": batch, "max_seq_len_in_batch": seq})
+        got, want = plan.run(f), exact.run(f)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
+    with pytest.raises(tactician.Error, match=r"dim 1 \(max_seq_len_in_batch\): 65 is outside the plan's range 8\.\.64"):
+        plan.run(bert_feeds(1, 65, 1))
+    with pytest.raises(tactician.Error, match="shape range 'seq'"):
+        tactician.build(BERT, shapes="seq=1..4")
