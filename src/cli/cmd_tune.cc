@@ -211,9 +211,19 @@ int cmd_tune(int argc, char** argv) {
   builder::Route default_route = o.fixed;
   default_route.values["threads"] = std::to_string(o.threads);
   const bool is_default = s.best_route == default_route.to_string();
-  std::printf("best route: %s%s\naccuracy of the best: %s\n", s.best_route.c_str(),
-              is_default ? "  (the default route: no candidate beat it by more than the measured noise)" : "",
-              s.best_metrics_json.c_str());
+  std::printf("best route: %s%s\n", s.best_route.c_str(),
+              is_default ? "  (the default route: no candidate beat it by more than the measured noise)" : "");
+  std::printf("verdict: %s\n", s.verdict.c_str());
+  // The accuracy as a line per output, against the tolerance every accepted candidate met.
+  if (auto metrics = tuner::parse_metrics_json(s.best_metrics_json); metrics && !metrics->empty()) {
+    std::printf("accuracy of the best against the reference (tolerance %s):\n", s.tolerance.c_str());
+    for (size_t i = 0; i < metrics->size(); ++i) {
+      const tuner::Metrics& m = (*metrics)[i];
+      std::printf("  output %zu: cos %.6f  l2 %.3g  linf %.3g  l1 %.3g  l0 %.3g%s\n", i, m.cos, m.l2, m.linf, m.l1, m.l0,
+                  m.finite ? "" : "  (non-finite values)");
+    }
+  }
+  for (const std::string& w : s.warnings) std::fprintf(stderr, "tactician tune: warning: %s\n", w.c_str());
   double saved_ms = s.default_ms - s.best_ms;
   if (saved_ms > 0 && !is_default)
     std::printf("tuning cost %.0f s of wall time; it pays back after %.0f inferences\n", s.wall_s,

@@ -62,7 +62,7 @@ struct Axis {
 // A scatter / step plot: points (x, y) in an SVG of fixed size with labelled axes.
 std::string svg_plot(const std::string& title, const std::string& xlabel, const std::string& ylabel,
                      const std::vector<std::pair<double, double>>& pts, bool xlog, bool step,
-                     const std::vector<std::string>& colors = {}) {
+                     const std::vector<std::string>& colors = {}, double vline = NAN) {
   const double W = 520, H = 300, L = 60, R = 15, T = 30, B = 45;
   std::ostringstream os;
   os << "<svg width='" << W << "' height='" << H << "' xmlns='http://www.w3.org/2000/svg' style='background:#fff'>";
@@ -73,6 +73,7 @@ std::string svg_plot(const std::string& title, const std::string& xlabel, const 
     if (xlog && !(x > 0)) continue;
     x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
   }
+  if (std::isfinite(vline) && (!xlog || vline > 0)) x0 = std::min(x0, vline), x1 = std::max(x1, vline);
   if (!(x1 > x0)) x1 = x0 + 1;
   if (!(y1 > y0)) y1 = y0 + 1;
   double pad = (y1 - y0) * 0.05;
@@ -89,6 +90,11 @@ std::string svg_plot(const std::string& title, const std::string& xlabel, const 
   os << "<text x='" << (L + W - R) / 2 << "' y='" << H - 8 << "' text-anchor='middle' font-size='11'>" << esc(xlabel) << "</text>";
   os << "<text x='14' y='" << (T + H - B) / 2 << "' font-size='11' transform='rotate(-90 14 " << (T + H - B) / 2
      << ")' text-anchor='middle'>" << esc(ylabel) << "</text>";
+  if (std::isfinite(vline) && (!xlog || vline > 0)) {
+    const double vx = ax.map(vline, L, W - R);
+    os << "<line x1='" << vx << "' y1='" << T << "' x2='" << vx << "' y2='" << H - B
+       << "' stroke='#d62728' stroke-dasharray='5,4'/>";
+  }
   if (step) {
     os << "<polyline fill='none' stroke='#1f77b4' stroke-width='2' points='";
     double prev_y = NAN;
@@ -131,7 +137,8 @@ std::string svg_bars(const std::string& title, const std::vector<std::pair<std::
 
 }  // namespace
 
-Status write_report(const std::string& db_path, const std::string& html_path, std::vector<std::string>* skipped) {
+Status write_report(const std::string& db_path, const std::string& html_path, std::vector<std::string>* skipped,
+                    const ReportVerdict* verdict) {
   TAC_ASSIGN_OR_RETURN(auto db, Database::open(db_path, Database::Mode::read_only));
   std::vector<std::string> left_out;
   TAC_ASSIGN_OR_RETURN(std::vector<CandidateRecord> rows, db->everything(&left_out));
@@ -185,15 +192,28 @@ Status write_report(const std::string& db_path, const std::string& html_path, st
         colors.push_back("#d62728");
       }
     }
-    h << "<h2>" << esc(key) << "</h2><p>" << recs.size() << " candidates: " << ok << " ok, " << rejected
+    const ReportVerdict* v = verdict && recs.front().model_hash == verdict->model_hash ? verdict : nullptr;
+    h << "<h2>" << esc(key) << "</h2>";
+    if (v) {
+      h << "<p style='font-size:16px;border:2px solid #2ca02c;padding:8px'><b>The tuner " << esc(v->verdict)
+        << ".</b><br>Every accepted candidate kept each output within the tolerance <code>" << esc(v->tolerance)
+        << "</code>.</p>";
+      for (const std::string& w : v->warnings)
+        h << "<p style='border:2px solid #d62728;padding:6px'><b>Warning:</b> " << esc(w) << "</p>";
+    }
+    h << "<p>" << recs.size() << " candidates: " << ok << " ok, " << rejected
       << " rejected by the accuracy gate, " << failed << " failed (build, run, crash or timeout).";
     if (def && best_rec)
-      h << " Default " << num(def->median_ms, 4) << " ms, best " << num(best, 4) << " ms (" << num(def->median_ms / best, 3)
-        << "x, single cheap measurements; the tuner's final A/B comparison is in its summary.json).";
+      h << " In the search's single cheap measurements: default " << num(def->median_ms, 4) << " ms, fastest candidate "
+        << num(best, 4) << " ms (" << num(def->median_ms / best, 3) << "x); "
+        << (v ? "the verdict above comes from the final interleaved comparison, which decides."
+              : "the tuner's final interleaved comparison, which decides, is in its summary.json.");
     h << "</p><div class='plots'>";
     h << svg_plot("best so far", "seconds since the first candidate", "median ms", best_curve, false, true);
-    h << svg_plot("latency against accuracy (blue ok, red rejected)", "relative L2 error of output 0 (log)", "median ms",
-                  scatter, true, false, colors);
+    h << svg_plot(v && std::isfinite(v->l2_bound) ? "latency against accuracy (blue ok, red rejected; dashed: the l2 bound)"
+                                                 : "latency against accuracy (blue ok, red rejected)",
+                  "relative L2 error of output 0 (log)", "median ms", scatter, true, false, colors,
+                  v ? v->l2_bound : NAN);
     std::vector<std::pair<std::string, double>> cmp;
     if (def) cmp.emplace_back("default route", def->median_ms);
     if (isolated) cmp.emplace_back("isolated selection", isolated->median_ms);

@@ -222,7 +222,12 @@ std::string TuneSummary::to_json() const {
          ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) + ", \"stop_reason\": " +
          json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
          std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) +
-         ", \"candidates_by_rank\": {" + by_rank + "}, \"rank_speed\": {" + speed + "}}";
+         ", \"candidates_by_rank\": {" + by_rank + "}, \"rank_speed\": {" + speed + "}, \"verdict\": " +
+         json_quote(verdict) + ", \"tolerance\": " + json_quote(tolerance) + ", \"warnings\": [" + [&] {
+           std::string w;
+           for (const std::string& s : warnings) w += (w.empty() ? "" : ", ") + json_quote(s);
+           return w;
+         }() + "]}";
 }
 
 namespace {
@@ -321,6 +326,42 @@ std::optional<Point> point_of(const SearchSpace& space, const builder::Route& r,
 }
 
 }  // namespace
+
+// The summary's verdict in words, and warnings when the measurements cannot be trusted: the
+// default route's first (cheap) measurement and its final (careful, interleaved) one disagree by
+// more than kDrift, its runs vary by more than kMaxCv, or the final rounds' ratios spread widely.
+// (A one-minute tune on a loaded machine once printed a default of 201 ms for a 3 ms engine.)
+void describe_outcome(TuneSummary& sum, double first_default_ms, double default_cv, bool same, double unconfirmed,
+                      int rounds) {
+  constexpr double kDrift = 1.5, kMaxCv = 0.25, kSpread = 1.5;
+  const std::string fix =
+      "for trustworthy numbers, tune on an otherwise idle machine with --threads below its core count (and "
+      "a longer --budget), then check with `tactician bench --compare`";
+  if (first_default_ms > 0 && sum.default_ms > 0) {
+    const double drift = std::max(first_default_ms / sum.default_ms, sum.default_ms / first_default_ms);
+    if (drift > kDrift)
+      sum.warnings.push_back("timings are unreliable: the default route measured " + fmt(first_default_ms) +
+                             " ms at the start and " + fmt(sum.default_ms) + " ms in the final comparison (" +
+                             fmt(drift, 2) + "x apart; the machine's speed changed during the tune); " + fix);
+  }
+  if (default_cv > kMaxCv)
+    sum.warnings.push_back("timings are noisy: the default route's runs vary by " + fmt(100 * default_cv, 0) +
+                           "% (coefficient of variation); " + fix);
+  if (!same && sum.speedup_low > 0 && sum.speedup_high / sum.speedup_low > kSpread)
+    sum.warnings.push_back("the final comparison's rounds disagree: speed-ups from " + fmt(sum.speedup_low, 3) + "x to " +
+                           fmt(sum.speedup_high, 3) + "x; " + fix);
+  const std::string rounds_text = std::to_string(std::max(1, rounds)) + " interleaved A/B rounds";
+  if (unconfirmed > 0)
+    sum.verdict = "kept the default route: the search's best did not beat it in the final comparison (" +
+                  fmt(unconfirmed, 3) + "x the default over " + rounds_text + ")";
+  else if (same)
+    sum.verdict = "kept the default route (" + fmt(sum.default_ms) + " ms): no candidate beat it by more than the "
+                  "measured noise";
+  else
+    sum.verdict = "kept " + sum.best_route + ": " + fmt(sum.speedup, 3) + "x the default's speed over " + rounds_text +
+                  " (" + fmt(sum.speedup_low, 3) + "x to " + fmt(sum.speedup_high, 3) + "x), " + fmt(sum.best_ms) +
+                  " ms against " + fmt(sum.default_ms) + " ms";
+}
 
 Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   const auto start = std::chrono::steady_clock::now();
@@ -975,7 +1016,9 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   sum.speedup_high = ratios.empty() ? sum.speedup : *std::max_element(ratios.begin(), ratios.end());
   // The final word is the interleaved comparison: a winner that does not beat the default there
   // (median round ratio below 1) won its acceptance tests on noise, and the default is the answer.
+  double unconfirmed = 0;  // the final comparison's ratio when it overturned the search's winner
   if (!same && !ratios.empty() && median(ratios) < 1) {
+    unconfirmed = median(ratios);
     line("the final comparison did not confirm the best (" + fmt(median(ratios)) + "x the default): keeping the default");
     best_rec = def;
     sum.best_ms = sum.default_ms;
@@ -984,6 +1027,10 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   if (interrupted() && sum.stop_reason != interrupt_reason())
     sum.stop_reason += "; " + interrupt_reason() + " during the final comparison";
   sum.best_route = best_rec.route;
+  sum.tolerance = opts.tolerance.to_string();
+  describe_outcome(sum, def.median_ms, def.cv, same, unconfirmed, opts.final_rounds);
+  for (const std::string& w : sum.warnings)
+    if (progress) progress("warning: " + w);
   // Embedded in summary.json as it is: only the accuracy gate's own JSON list (a resumed record's
   // text was validated; a fresh one comes from the child).
   sum.best_metrics_json = parse_metrics_json(best_rec.metrics_json).is_ok() && !best_rec.metrics_json.empty()
@@ -1005,13 +1052,18 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
       f.close();
       return f ? Status::ok() : io_error(path + ": cannot write it");
     };
-    TAC_RETURN_IF_ERROR(write(opts.out_dir + "/best.route", "# tactician tune " + opts.model_path + ": best route, " +
-                                                                fmt(sum.speedup, 3) + "x the default\n" + best_rec.route +
-                                                                "\n"));
+    TAC_RETURN_IF_ERROR(write(opts.out_dir + "/best.route",
+                              "# tactician tune " + opts.model_path + ": " + sum.verdict + "\n# every output within --tolerance \"" +
+                                  sum.tolerance + "\"; to check it again: tactician check " +
+                                  fs::path(opts.model_path).parent_path().string() +
+                                  " --route-file best.route --tolerance \"" + sum.tolerance + "\"\n" + best_rec.route + "\n"));
     sum.wall_s = elapsed();
     TAC_RETURN_IF_ERROR(write(opts.out_dir + "/summary.json", sum.to_json() + "\n"));
     std::vector<std::string> skipped;  // the report lists them
-    TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html", &skipped));
+    ReportVerdict verdict{model.hash, sum.tolerance, NAN, sum.verdict, sum.warnings};
+    for (const Bound& b : opts.tolerance.bounds)
+      if (b.metric == "l2" && !b.at_least) verdict.l2_bound = b.value;
+    TAC_RETURN_IF_ERROR(write_report(opts.db_path, opts.out_dir + "/report.html", &skipped, &verdict));
   }
   sum.wall_s = elapsed();
   return sum;

@@ -84,6 +84,12 @@ struct TuneSummary {
   // are divided by rank_speed[r] before they are ranked (the acceptance test and the final
   // comparison are paired on one device and need no correction).
   std::map<int, double> rank_speed;
+  // What the tuner concluded, in words (the report's headline says the same), the tolerance every
+  // accepted candidate met, and warnings about the measurements (timings that drifted or varied
+  // too much to trust; each also sent to the progress callback as a "warning: " line).
+  std::string verdict;
+  std::string tolerance;
+  std::vector<std::string> warnings;
   std::string to_json() const;
 };
 
@@ -117,6 +123,14 @@ struct IsolatedSeed {
 IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& knobs, const builder::Route& fixed,
                            const std::map<std::string, std::string>& default_tactics,
                            const std::map<std::string, std::string>& isolated_tactics);
+
+// Fills sum.verdict (what the tuner kept and why, from sum's final comparison) and sum.warnings:
+// the default's first measurement `first_default_ms` and its final one (sum.default_ms) more than
+// 1.5x apart, its runs' coefficient of variation above 0.25, or the final rounds' speed-ups more
+// than 1.5x apart. `same`: the best is the default; `unconfirmed` > 0: the final comparison's ratio
+// that overturned the search's winner.
+void describe_outcome(TuneSummary& sum, double first_default_ms, double default_cv, bool same, double unconfirmed,
+                      int rounds);
 
 // Durations: "90s", "10m", "1h", "1h30m", "45" (seconds). Errors name the text.
 Result<double> parse_duration(const std::string& text);
