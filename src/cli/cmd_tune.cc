@@ -7,7 +7,6 @@
 #include <string>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "cli/args.h"
 #include "cli/engine_args.h"
@@ -92,20 +91,10 @@ int cmd_tune(int argc, char** argv) {
   o.seed = std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10);
   long hw = sysconf(_SC_NPROCESSORS_ONLN);
   o.threads = std::atoi(args.get("--threads", std::to_string(hw > 0 ? hw : 1)).c_str());
-  std::string tol_text = args.get("--tolerance");
-  if (args.has("--tolerance-file")) {
-    std::ifstream in(args.get("--tolerance-file"));
-    if (!in) return fail(io_error(args.get("--tolerance-file") + ": cannot open the tolerance file"), 2);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    tol_text = ss.str();
-    for (char& c : tol_text)
-      if (c == '\n') c = ',';
-  }
-  if (!tol_text.empty()) {
-    auto t = tuner::Tolerance::parse(tol_text);
-    if (!t) return fail(t.status(), 2);
-    o.tolerance = *t;
+  {  // the same reader as check and compare: a file ending in a newline, read with io::read_file
+    auto tol = tolerance_from_args(args);
+    if (!tol) return fail(tol.status(), 2);
+    if (*tol) o.tolerance = **tol;
   }
   o.inputs_dir = args.get("--inputs");
   o.calibration_dir = args.get("--calibration");

@@ -49,9 +49,13 @@ grep -qE "share|no gain to explain" "$tmp/ex" || fail "explain printed no explan
 [ $? -eq 1 ] && grep -q "empty.db: no such tuning database" "$tmp/ex3" && [ ! -e "$tmp/empty.db" ] ||
   fail "explain on a missing database"
 # A tolerance of the user's own searches the precision knobs, first as one whole-engine seed per
-# other value of precision.default (bf16, int8), each checked against it like any candidate.
-"$bin" tune "$model" --strategy random --tolerance "cos>=0.999" --max-candidates 3 --budget 120s --threads 1 \
+# other value of precision.default (bf16, int8), each checked against it like any candidate. Given as
+# a file ending in a newline (once refused as "an empty term"); the summary names it.
+printf 'cos>=0.999\n' > "$tmp/tol.txt"
+"$bin" tune "$model" --strategy random --tolerance-file "$tmp/tol.txt" --max-candidates 3 --budget 120s --threads 1 \
   --db "$tmp/p.db" --json --quiet > "$tmp/outp" 2>&1 || fail "precision tune exited $?"
+grep -q "^accuracy of the best against the reference (tolerance cos>=0.999," "$tmp/outp" || fail "tolerance in the summary"
+grep -q "^verdict: kept " "$tmp/outp" || fail "verdict line"
 "$bin" report "$tmp/p.db" -o "$tmp/p.html" --jsonl "$tmp/p.jsonl" > /dev/null 2>&1 || fail "precision report"
 python3 - "$tmp/p.jsonl" <<'PY' || fail "precision seeds"
 import json, sys
