@@ -4,6 +4,7 @@
 //
 //   deploy MODEL_DIR [--tune SECONDS]      MODEL_DIR holds model.onnx and test_data_set_0/
 #include <tactician/tactician.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
   if (!engine) return fail(engine.status());
   if (int rc = check(*engine, "default route")) return rc;
 
-  const std::string plan = (fs::temp_directory_path() / "deploy-example.plan").string();
+  const std::string plan = (fs::temp_directory_path() / ("deploy-example-" + std::to_string(::getpid()) + ".plan")).string();
   if (auto s = engine->save(plan); !s) return fail(s);
   auto loaded = tac::Engine::load(plan, *model);
   if (!loaded) return fail(loaded.status());

@@ -4,6 +4,7 @@
 # no internal header), run it on a model's test data, save/load a plan, tune briefly.
 #   install_example.sh BUILD_DIR SOURCE_DIR MODEL_DIR
 set -euo pipefail
+trap 'echo "install_example: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 build=$1 src=$2 model=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -14,8 +15,10 @@ headers=$(cd "$work/prefix/include" && find . -type f | sort | tr '\n' ' ')
 cmake -S "$src/examples/cpp" -B "$work/example" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/example" >/dev/null
 # The example links the installed library, not the build tree's.
-ldd "$work/example/deploy" | grep -q "$work/prefix/lib/libtactician.so" || {
-  echo "deploy does not load the installed libtactician.so:"; ldd "$work/example/deploy"; exit 1; }
+# (ldd's output is read whole first: `ldd | grep -q` under pipefail fails when grep exits early.)
+libs=$(ldd "$work/example/deploy")
+grep -q "$work/prefix/lib/libtactician.so" <<<"$libs" || {
+  echo "deploy does not load the installed libtactician.so:"; echo "$libs"; exit 1; }
 out=$("$work/example/deploy" "$model" --tune 8)
 echo "$out"
 grep -q "^default route: output .* worst relative error" <<<"$out"
