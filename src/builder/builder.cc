@@ -63,49 +63,49 @@ Shape shape_of(const ir::ValueType& t) {
 void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   std::vector<std::string> threads;
   for (int i = 1; i <= hardware_threads(); ++i) threads.push_back(std::to_string(i));
-  space.add({"threads", threads, std::to_string(hardware_threads()), "intra-op threads (OpenMP)", KnobScope::global});
-  space.add({"builder.selection", {"heuristic", "isolated"}, "heuristic",
+  space.add({knob::kThreads, threads, std::to_string(hardware_threads()), "intra-op threads (OpenMP)", KnobScope::global});
+  space.add({knob::kSelection, {"heuristic", "isolated"}, "heuristic",
              "how tactics are chosen where the route does not pin one: the cost ranking's top-1 (heuristic), or the "
              "fastest when each applicable tactic is timed alone on the layer (isolated: the classic profiling builder)",
              KnobScope::global});
   std::vector<std::string> prune;
   for (int i = 0; i <= kMaxPrune; ++i) prune.push_back(std::to_string(i));
-  space.add({"builder.prune", prune, "0",
+  space.add({knob::kPrune, prune, "0",
              "keep only the top-K ranked tactics per node as candidates (0: keep all): the classic pruning heuristic",
              KnobScope::global});
-  space.add({"memory.planner", {"greedy_by_size", "greedy_by_order", "no_reuse"}, "greedy_by_size",
+  space.add({knob::kPlanner, {"greedy_by_size", "greedy_by_order", "no_reuse"}, "greedy_by_size",
              "how intermediate buffers are placed in the arena", KnobScope::global});
-  space.add({"memory.inplace", {"on", "off"}, "on",
+  space.add({knob::kInplace, {"on", "off"}, "on",
              "elementwise steps write their output over an input that dies there", KnobScope::global});
-  space.add({"memory.concat_alias", {"on", "off"}, "on",
+  space.add({knob::kConcatAlias, {"on", "off"}, "on",
              "Concat inputs live in their slices of the output (when the dims before the axis are 1): their producers "
              "write there and the Concat copies nothing", KnobScope::global});
-  space.add({"memory.view_alias", {"on", "off"}, "on",
+  space.add({knob::kViewAlias, {"on", "off"}, "on",
              "Reshape / Flatten / Squeeze / Unsqueeze / Identity outputs, Transposes that move only size-1 dims and "
              "Gathers of one constant index over a contiguous block share their input's buffer (plain layout) and the "
              "step runs nothing; off: each copies",
              KnobScope::global});
-  space.add({"precision.default", precision_values(backend), "fp32",
+  space.add({knob::kPrecisionDefault, precision_values(backend), "fp32",
              "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
              "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales; on CUDA fp16 and bf16 "
              "(casts, fp32 accumulation; elementwise ops between such layers follow) and tf32 (a math mode)",
              KnobScope::global});
   if (const auto pv = precision_values(backend); std::find(pv.begin(), pv.end(), "int8") != pv.end())
-    space.add({"precision.calibration", calibration_methods(), "max",
+    space.add({knob::kCalibration, calibration_methods(), "max",
                "the activation range int8 scales cover: the largest |x| over the calibration inputs (max), or a "
                "percentile of |x| (clips rare outliers for finer steps); the tolerance decides",
                KnobScope::global});
   if (backend == kernels::Backend::cuda)
-    space.add({"cuda.graphs", {"on", "off"}, "on",
+    space.add({knob::kCudaGraphs, {"on", "off"}, "on",
                "capture the engine's steps into a CUDA graph once and replay it (one launch per run instead of one "
                "per kernel); engines with host_reference steps stay eager",
                KnobScope::global});
   if (backend == kernels::Backend::cuda)
-    space.add({"cuda.workspace_mb", {"0", "4", "16", "64", "256", "1024"}, "1024",
+    space.add({knob::kCudaWorkspaceMb, {"0", "4", "16", "64", "256", "1024"}, "1024",
                "device scratch a tactic may use (MiB); tactics needing more are skipped and the build report lists "
                "them (cuBLASLt asks for up to 64, cuDNN's FFT algorithms for hundreds)",
                KnobScope::global});
-  space.add({"layout.default", layout_values(backend), default_layout(backend),
+  space.add({knob::kLayoutDefault, layout_values(backend), default_layout(backend),
              std::string("activation layout of the convolutions (see layout.<node>) and the pooling, Concat and "
                          "elementwise ops between them") +
                  (backend == kernels::Backend::cpu ? std::string("; blocked = ") + ir::layout_name(blocked_layout()) + " here"
@@ -117,7 +117,7 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   // now cuda_flash_w*; fuse_elementwise until FusedElementwise had a CUDA tactic,
   // kernels/chain/cuda_chain.cc.)
   for (const Pass& p : pass_pipeline())
-    space.add({std::string("pass.") + p.name, {"on", "off"}, p.default_on ? "on" : "off", p.help, KnobScope::global});
+    space.add({std::string(knob::kPass) + p.name, {"on", "off"}, p.default_on ? "on" : "off", p.help, KnobScope::global});
 }
 
 // ---- shapes ----
@@ -278,7 +278,7 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   TAC_RETURN_IF_ERROR(complete_shapes(m));
   PassContext ctx{m, {}, 1};
   for (const Pass& p : pass_pipeline()) {
-    if (!route.on(std::string("pass.") + p.name)) continue;
+    if (!route.on(std::string(knob::kPass) + p.name)) continue;
     // Re-run a pass while it changes the graph: folding a Shape makes the next Reshape's shape
     // known, which makes more Shapes foldable after the next shape inference.
     // Each round can unlock one more layer of a deep transformer's shape chains, so the bound is
@@ -305,11 +305,11 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
     // With opts.calibration_cache the ranges also persist on disk, for the other processes.
     static std::mutex mu;
     static std::map<std::string, Calibration> cache;
-    const std::string method = route.get("precision.calibration");
+    const std::string method = route.get(knob::kCalibration);
     std::string key = src.hash + "|" + src.path + "|" + opts.calibration_dir + "|" + method;
     for (const auto& [d, v] : opts.dims) key += "|" + d + "=" + std::to_string(v);
     key += "|";
-    for (const Pass& p : pass_pipeline()) key += route.on(std::string("pass.") + p.name) ? "1" : "0";
+    for (const Pass& p : pass_pipeline()) key += route.on(std::string(knob::kPass) + p.name) ? "1" : "0";
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it == cache.end() && !opts.calibration_cache.empty())
@@ -337,7 +337,7 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   // Layouts last: they follow the nodes and dtypes the fusions and precision leave (a bf16 or
   // int8 node and its casts stay nchw).
   LayoutReport lr;
-  TAC_RETURN_IF_ERROR(apply_layouts(m, route, static_cast<int>(route.get_int("threads")), &lr, opts.backend));
+  TAC_RETURN_IF_ERROR(apply_layouts(m, route, static_cast<int>(route.get_int(knob::kThreads)), &lr, opts.backend));
   for (std::string& line : lr.log) ctx.log.push_back(std::move(line));
   if (report) {
     report->reformats = lr.reformats;
@@ -722,7 +722,8 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
     RouteView view(r, space);
     auto g = prepare_graph(m, view, opts, nullptr);
     if (!g) return g.status();
-    const int threads = static_cast<int>(view.get_int("threads"));
+    const int threads = static_cast<int>(view.get_int(knob::kThreads));
+    TAC_RETURN_IF_ERROR(view.check_declared());
     if (variant == 0 && lowp.size() > 1)
       for (const ir::Node& n : g->graph.nodes) {
         if (!precision_candidate(g->graph, n)) continue;
@@ -810,8 +811,8 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   plan.model_hash = m.hash;
   TAC_ASSIGN_OR_RETURN(plan.device, device_fingerprint(opts.backend));
   plan.backend = opts.backend;
-  plan.cuda_graphs = opts.backend == kernels::Backend::cuda && view.get("cuda.graphs") == "on";
-  plan.threads = static_cast<int>(view.get_int("threads"));
+  plan.cuda_graphs = opts.backend == kernels::Backend::cuda && view.get(knob::kCudaGraphs) == "on";
+  plan.threads = static_cast<int>(view.get_int(knob::kThreads));
   TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log, /*calibrate=*/true, &plan.report));
   for (int v : m.graph.inputs)
     for (const ir::Dim& d : m.graph.values[static_cast<size_t>(v)].type.dims)
@@ -819,15 +820,15 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   const ir::Graph& g = plan.model.graph;
 
   // Tactic selection.
-  const std::string selection = view.get("builder.selection");
-  const int64_t prune = view.get_int("builder.prune");
+  const std::string selection = view.get(knob::kSelection);
+  const int64_t prune = view.get_int(knob::kPrune);
   for (const ir::Node& n : g.nodes) {
     PlanStep step;
     step.node = n.index;
     step.inputs = step_inputs(g, n);
     step.outputs = n.outputs;
     kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
-    if (opts.backend == kernels::Backend::cuda) desc.workspace_limit = static_cast<size_t>(view.get_int("cuda.workspace_mb")) << 20;
+    if (opts.backend == kernels::Backend::cuda) desc.workspace_limit = static_cast<size_t>(view.get_int(knob::kCudaWorkspaceMb)) << 20;
     TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
     step.dynamic = desc.dynamic;
     Ranked ranked = rank_tactics(desc, opts.planted_faults, opts.backend);
@@ -841,7 +842,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     rk.node = n.name;
     rk.op = n.op_type;
     rk.not_applicable = ranked.not_applicable;
-    std::string pinned = view.get("tactic." + n.name);
+    std::string pinned = view.get_node(knob::kTactic, n.name);
     if (!pinned.empty() && pinned != "auto") {
       // A pin naming a tactic of another op is inactive: this route's passes made the node
       // another op (fused_avx512 computes FusedAttention; with pass.fuse_attention=off the node
@@ -936,13 +937,13 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   }
   // Concat elimination: each input a Concat can take in place lives inside the output's buffer
   // at its slice, so its producer writes there and the Concat copies nothing.
-  const ConcatAliases ca = view.on("memory.concat_alias") ? concat_aliases(plan, first) : ConcatAliases(g.values.size());
+  const ConcatAliases ca = view.on(knob::kConcatAlias) ? concat_aliases(plan, first) : ConcatAliases(g.values.size());
   // In place: an elementwise step writes over input 0 when that input is an arena value dying
   // here with the same size and type (never over a value sharing a buffer with a Concat's slices:
   // the write would clobber the other slices). Buffers are groups of values sharing memory.
   std::vector<int> group(g.values.size(), -1);
   std::vector<BufferLifetime> buffers;
-  const bool inplace = view.on("memory.inplace"), view_alias = view.on("memory.view_alias");
+  const bool inplace = view.on(knob::kInplace), view_alias = view.on(knob::kViewAlias);
   std::vector<int64_t> view_offset(g.values.size(), 0);  // a view's byte offset inside its input's buffer
   // A Transpose is a view when it moves only dims of size 1 (the others keep their order); a
   // Gather of one constant index is a view of a contiguous block when every dim before the axis
@@ -1029,7 +1030,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
       buffers.push_back({plan.values[static_cast<size_t>(v)].bytes, first[static_cast<size_t>(v)], last[static_cast<size_t>(v)]});
     }
   }
-  TAC_ASSIGN_OR_RETURN(PlannerStrategy strategy, planner_from_name(view.get("memory.planner")));
+  TAC_ASSIGN_OR_RETURN(PlannerStrategy strategy, planner_from_name(view.get(knob::kPlanner)));
   MemoryPlan mp = plan_memory(buffers, strategy);
   if (!memory_plan_is_valid(buffers, mp)) return internal_error("memory plan is invalid");
   plan.arena_bytes = mp.arena_bytes;
@@ -1042,6 +1043,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
     plan.ranges = opts.ranges;
     TAC_ASSIGN_OR_RETURN(plan.source_model, io::save_model_to_bytes(m));
   }
+  TAC_RETURN_IF_ERROR(view.check_declared());
   plan.report.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }

@@ -143,10 +143,28 @@ Route active_route(const Route& route, const KnobSpace& space, std::vector<std::
 }
 
 std::string RouteView::get(const std::string& name) const {
+  const Knob* k = space_.find(name);
+  if (!k) {
+    if (std::find(undeclared_.begin(), undeclared_.end(), name) == undeclared_.end()) undeclared_.push_back(name);
+    return std::string();
+  }
+  auto it = route_.values.find(name);
+  return it != route_.values.end() ? it->second : k->default_value;
+}
+
+std::string RouteView::get_node(const char* family, const std::string& node) const {
+  const std::string name = family + node;
   auto it = route_.values.find(name);
   if (it != route_.values.end()) return it->second;
   const Knob* k = space_.find(name);
   return k ? k->default_value : std::string();
+}
+
+Status RouteView::check_declared() const {
+  if (undeclared_.empty()) return Status::ok();
+  std::string names;
+  for (const std::string& n : undeclared_) names += (names.empty() ? "'" : ", '") + n + "'";
+  return internal_error("the builder read knobs its knob space does not declare: " + names);
 }
 
 int64_t RouteView::get_int(const std::string& name) const { return std::strtoll(get(name).c_str(), nullptr, 10); }

@@ -74,17 +74,47 @@ std::string node_precision(const Route& route, const KnobSpace& space, const std
 // it. `inactive` (optional) receives "knob=value (node computes in P)" per dropped setting.
 Route active_route(const Route& route, const KnobSpace& space, std::vector<std::string>* inactive = nullptr);
 
+// The global knobs' names, written once: knob_space declares each knob with its constant and the
+// builder reads it through the same constant, so a misspelt name does not compile. Per-node knobs
+// are a family prefix and the node's name; pass knobs are "pass." and the pass table's name.
+namespace knob {
+inline constexpr char kThreads[] = "threads";
+inline constexpr char kSelection[] = "builder.selection";
+inline constexpr char kPrune[] = "builder.prune";
+inline constexpr char kPlanner[] = "memory.planner";
+inline constexpr char kInplace[] = "memory.inplace";
+inline constexpr char kConcatAlias[] = "memory.concat_alias";
+inline constexpr char kViewAlias[] = "memory.view_alias";
+inline constexpr char kPrecisionDefault[] = "precision.default";
+inline constexpr char kCalibration[] = "precision.calibration";
+inline constexpr char kCudaGraphs[] = "cuda.graphs";
+inline constexpr char kCudaWorkspaceMb[] = "cuda.workspace_mb";
+inline constexpr char kLayoutDefault[] = "layout.default";
+inline constexpr char kTactic[] = "tactic.";        // tactic.<node>
+inline constexpr char kPrecision[] = "precision.";  // precision.<node>
+inline constexpr char kLayout[] = "layout.";        // layout.<node>
+inline constexpr char kPass[] = "pass.";            // pass.<Pass::name>
+}  // namespace knob
+
 // Reading a route against its knob space: unset knobs give their default.
 class RouteView {
  public:
   RouteView(const Route& r, const KnobSpace& s) : route_(r), space_(s) {}
+  // A global or pass knob. Reading one the space does not declare is a bug (a removed or misspelt
+  // name would silently read as ""): the name is recorded, and check_declared() reports it.
   std::string get(const std::string& name) const;
   bool on(const std::string& name) const { return get(name) == "on"; }
   int64_t get_int(const std::string& name) const;
+  // A per-node knob (`family` knob::kTactic, kPrecision or kLayout): "" where the node has none.
+  std::string get_node(const char* family, const std::string& node) const;
+  // internal_error naming every undeclared knob read through get() so far (the builder calls it
+  // after each build, so every test that builds checks every read).
+  Status check_declared() const;
 
  private:
   const Route& route_;
   const KnobSpace& space_;
+  mutable std::vector<std::string> undeclared_;
 };
 
 }  // namespace tac::builder

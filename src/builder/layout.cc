@@ -169,7 +169,7 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
   LayoutReport local;
   if (!report) report = &local;
   // Which layout each convolution should run in, and whether layout.<node> asked for it.
-  const std::string def_text = route.get("layout.default");
+  const std::string def_text = route.get(knob::kLayoutDefault);
   TAC_ASSIGN_OR_RETURN(const Layout def, layout_of_value("layout.default", def_text.empty() ? "nchw" : def_text, backend));
   std::vector<Layout> target(g.nodes.size(), Layout::nchw);
   std::vector<bool> pinned_layout(g.nodes.size(), false);
@@ -179,11 +179,11 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
     const size_t i = static_cast<size_t>(n.index);
     for (const auto& [k, a] : n.attrs)
       if (a.g || !a.graphs.empty()) return Status::ok();  // subgraphs read outer values: all stays nchw
-    const std::string knob = "layout." + n.name, v = route.get(knob);
+    const std::string knob = "layout." + n.name, v = route.get_node(knob::kLayout, n.name);
     const bool explicit_layout = !v.empty() && v != "default";
     // A pinned tactic decides whether its node can follow a layout (pools, Concats and
     // elementwise ops too: a pin on a tactic that reads nchw only keeps the node nchw).
-    const std::string tactic = route.get("tactic." + n.name);
+    const std::string tactic = route.get_node(knob::kTactic, n.name);
     if (!tactic.empty() && tactic != "auto") pinned_tactic[i] = kernels::find_tactic(n.op, tactic, backend);
     if (!layout_candidate(g, n, backend)) {
       if (!explicit_layout || v == "nchw") continue;
@@ -242,7 +242,7 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
   for (const ir::Node& n : g.nodes) {
     const size_t i = static_cast<size_t>(n.index);
     if (pinned_layout[i] && target[i] != Layout::nchw && a.out[i] != target[i])
-      return invalid_argument("route: layout." + n.name + "=" + route.get("layout." + n.name) + ": " + n.label() +
+      return invalid_argument("route: layout." + n.name + "=" + route.get_node(knob::kLayout, n.name) + ": " + n.label() +
                               " has no tactic in that layout here");
   }
 

@@ -431,10 +431,10 @@ bool int8_candidate(const ir::Graph& g, const ir::Node& n) {
 std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const RouteView& route,
                                                      std::vector<std::string>* inactive) {
   std::map<std::string, std::string> out;
-  const std::string def = route.get("precision.default");
+  const std::string def = route.get(knob::kPrecisionDefault);
   for (const ir::Node& n : g.nodes) {
     if (!precision_candidate(g, n)) continue;
-    std::string p = route.get("precision." + n.name);
+    std::string p = route.get_node(knob::kPrecision, n.name);
     if (p.empty() || p == "default") {
       // The default applies where the node has such a tactic: int8 needs constant weights.
       p = def.empty() ? "fp32" : def;

@@ -214,3 +214,29 @@ TEST(BuilderRoutesProperty, RandomValidRoutesOnSharedModelsBuildAndPassCheck) {
 
 }  // namespace
 }  // namespace tac
+
+namespace tac {
+namespace {
+
+// Issue 32: a knob read under a name the knob space does not declare (a typo such as
+// "memory.inplac" once read as silently "off") is an internal error naming it, not a default.
+TEST(RouteView, UndeclaredKnobReadsAreReported) {
+  builder::KnobSpace space;
+  space.add({builder::knob::kInplace, {"on", "off"}, "on", "", builder::KnobScope::global});
+  space.add({"tactic.conv_1", {"auto", "onednn"}, "auto", "", builder::KnobScope::node});
+  builder::Route route;
+  route.values["tactic.conv_1"] = "onednn";
+  builder::RouteView view(route, space);
+  EXPECT_TRUE(view.on(builder::knob::kInplace));
+  EXPECT_EQ(view.get_node(builder::knob::kTactic, "conv_1"), "onednn");
+  EXPECT_EQ(view.get_node(builder::knob::kTactic, "relu_2"), "");  // a node without the knob: not an error
+  EXPECT_TRUE(view.check_declared().is_ok());
+  EXPECT_FALSE(view.on("memory.inplac"));
+  Status st = view.check_declared();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_EQ(st.kind(), ErrorKind::internal);
+  EXPECT_NE(st.message().find("'memory.inplac'"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace tac
