@@ -39,3 +39,9 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DTAC_WERROR="$werror" >/dev/null
 ninja -C build
 echo "setup: built build/tactician"
+# `import tactician` in Debian's Python 3: a .pth file in this user's site-packages names the build's
+# module folder (remove the file to undo; `cmake --install` puts the module under PREFIX instead).
+if [ -d build/python ] && site=$(/usr/bin/python3 -m site --user-site 2>/dev/null); then
+  mkdir -p "$site" && echo "$PWD/build/python" > "$site/tactician-build.pth" &&
+    echo "setup: /usr/bin/python3 imports tactician from build/python ($site/tactician-build.pth)"
+fi
