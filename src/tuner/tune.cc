@@ -3,9 +3,12 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
-#include <deque>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -327,6 +330,22 @@ std::optional<Point> point_of(const SearchSpace& space, const builder::Route& r,
 
 }  // namespace
 
+namespace {
+
+// A fresh folder of this user's alone under the system's temporary folder (mkdtemp): unique per
+// call, also for several tunes at once in one process (the library API), where a name made of the
+// pid was shared.
+Result<std::string> make_temp_dir(const std::string& prefix) {
+  std::error_code ec;
+  const fs::path base = fs::temp_directory_path(ec);
+  if (ec) return io_error("no temporary folder (TMPDIR): " + ec.message());
+  std::string name = (base / (prefix + "XXXXXX")).string();
+  if (!::mkdtemp(name.data())) return io_error(name + ": cannot create a temporary folder: " + std::strerror(errno));
+  return name;
+}
+
+}  // namespace
+
 // The summary's verdict in words, and warnings when the measurements cannot be trusted: the
 // default route's first (cheap) measurement and its final (careful, interleaved) one disagree by
 // more than kDrift, its runs vary by more than kMaxCv, or the final rounds' ratios spread widely.
@@ -383,8 +402,10 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
     TAC_RETURN_IF_ERROR(builder::apply_shape_ranges(model, at_opt));
     dims = at_opt.dims;
   }
-  const std::string work = opts.out_dir.empty() ? (fs::temp_directory_path() / ("tactician-tune-" + std::to_string(::getpid()))).string()
-                                                : opts.out_dir;
+  std::string work = opts.out_dir;
+  if (work.empty()) {
+    TAC_ASSIGN_OR_RETURN(work, make_temp_dir("tactician-tune-"));
+  }
   // Without --out the reference data lives in a temporary folder, removed however tune() returns.
   struct RemoveOnExit {
     std::string dir;
@@ -1087,7 +1108,7 @@ Result<Explanation> explain(const TuneOptions& opts) {
   ex.best_route = best->route;
   TAC_ASSIGN_OR_RETURN(builder::Route win, builder::Route::parse(best->route));
   win.values.erase("threads");
-  const std::string work = (fs::temp_directory_path() / ("tactician-explain-" + std::to_string(::getpid()))).string();
+  TAC_ASSIGN_OR_RETURN(const std::string work, make_temp_dir("tactician-explain-"));
   struct RemoveOnExit {
     std::string dir;
     ~RemoveOnExit() {

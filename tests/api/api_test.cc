@@ -187,3 +187,28 @@ TEST(Api, ConcurrentRunsOnOneEngine) {
   for (auto& t : threads) t.join();
   for (double err : errors) EXPECT_EQ(err, 0.0);
 }
+
+// Two tunes at once in one process (a serving process tuning two models, say): each has its own
+// temporary data folder and database; both finish with a result that builds and matches.
+TEST(Api, TwoTunesAtOnceInOneProcess) {
+  std::vector<tac::Result<tac::TuneResult>> results(2, tac::internal_error("did not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      results[static_cast<size_t>(i)] =
+          tac::tune(kModel, {.backend = "cpu", .budget_seconds = 4, .max_candidates = 2, .threads = 1,
+                             .seed = static_cast<uint64_t>(i)});
+    });
+  for (auto& t : threads) t.join();
+  auto m = tac::Model::load(kModel);
+  ASSERT_TRUE(m.is_ok());
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_GE(r->candidates, 1);
+    auto e = tac::Engine::build(*m, {.route = r->best_route, .backend = "cpu"});
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    auto out = e->run({{"data_0", test_tensor("input_0.pb")}});
+    ASSERT_TRUE(out.is_ok());
+    EXPECT_LT(worst_error(out->begin()->second, test_tensor("output_0.pb")), 1e-4);
+  }
+}
