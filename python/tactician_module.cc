@@ -240,6 +240,13 @@ PYBIND11_MODULE(tactician, m) {
 
   py::class_<tac::Engine>(m, "Engine", "A built engine: run it on a dict of NumPy arrays.")
       .def("run", &run, py::arg("inputs"), "Runs on {input name: array}; returns {output name: array}.")
+      .def("prepare", [](const tac::Engine& e, const std::map<std::string, int64_t>& dims) {
+             tac::Status s = [&] {
+               py::gil_scoped_release nogil;
+               return e.prepare(dims);
+             }();
+             if (!s.is_ok()) raise(s);
+           }, py::arg("dims"), "Builds the engine for these sizes of a shape-ranged engine now ({'batch': 3}).")
       .def("save", [](const tac::Engine& e, const std::string& path) {
              tac::Status s = e.save(path);
              if (!s.is_ok()) raise(s);

@@ -122,6 +122,10 @@ class Engine {
   Result<std::map<std::string, Tensor>> run(const std::map<std::string, Tensor>& inputs) const;
   // Same by position (inputs() order in, outputs() order out): no name lookups.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) const;
+  // An engine built with shape ranges (BuildOptions::shapes) builds the engine for other sizes on
+  // their first run; prepare() builds it now ({"batch": 3}), so a serving process can warm up the
+  // sizes it expects. Sizes outside the ranges are errors naming them.
+  Status prepare(const std::map<std::string, int64_t>& dims) const;
 
  private:
   struct Impl;

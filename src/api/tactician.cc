@@ -264,6 +264,13 @@ Result<std::map<std::string, Tensor>> Engine::run(const std::map<std::string, Te
   return named;
 }
 
+Status Engine::prepare(const std::map<std::string, int64_t>& dims) const {
+  return guarded("Engine::prepare", [&]() -> Status {
+    std::lock_guard<std::mutex> lock(impl_->run_mutex);
+    return impl_->engine->prepare(dims);
+  });
+}
+
 // ---- tune ----
 
 Result<TuneResult> tune(const std::string& model_path, const TuneOptions& options) {

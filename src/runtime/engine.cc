@@ -396,10 +396,7 @@ Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std
 // kMaxSpecialized is dropped). Sizes outside a range are refused naming the input, dim and range.
 Result<Engine*> Engine::specialized(const std::vector<Datum>& inputs) {
   const builder::Plan& p = *plan_;
-  if (!source_) {
-    TAC_ASSIGN_OR_RETURN(ir::Model m, io::load_model_from_bytes(p.source_model, "the plan's source model", ""));
-    source_ = std::make_unique<ir::Model>(std::move(m));
-  }
+  TAC_RETURN_IF_ERROR(load_source());
   const ir::Graph& g = source_->graph;
   if (inputs.size() != g.inputs.size())
     return invalid_argument("the engine takes " + std::to_string(g.inputs.size()) + " inputs, " +
@@ -430,14 +427,46 @@ Result<Engine*> Engine::specialized(const std::vector<Datum>& inputs) {
                                 builder::shape_ranges_to_string(p.ranges) + ")");
     }
   }
-  for (const auto& [name, size] : p.dims)  // symbols no input carries keep the plan's sizes
-    opts.dims.emplace(name, size);
-  if (opts.dims == p.dims) return this;
+  return engine_for_dims(opts.dims);
+}
+
+// Parses the plan's source model, once (plans with shape ranges).
+Status Engine::load_source() {
+  if (source_) return Status::ok();
+  TAC_ASSIGN_OR_RETURN(ir::Model m, io::load_model_from_bytes(plan_->source_model, "the plan's source model", ""));
+  source_ = std::make_unique<ir::Model>(std::move(m));
+  return Status::ok();
+}
+
+Status Engine::prepare(const std::map<std::string, int64_t>& dims) {
+  const builder::Plan& p = *plan_;
+  if (p.ranges.empty()) return invalid_argument("prepare: the plan has no shape ranges (build it with --shapes)");
+  for (const auto& [name, size] : dims) {
+    auto r = p.ranges.find(name);
+    if (r == p.ranges.end())
+      return invalid_argument("prepare: '" + name + "' is not one of the plan's ranges (" +
+                              builder::shape_ranges_to_string(p.ranges) + ")");
+    if (size < r->second.min || size > r->second.max)
+      return invalid_argument("prepare: " + name + "=" + std::to_string(size) + " is outside the plan's range " +
+                              std::to_string(r->second.min) + ".." + std::to_string(r->second.max));
+  }
+  TAC_RETURN_IF_ERROR(load_source());
+  return engine_for_dims(dims).status();
+}
+
+Result<Engine*> Engine::engine_for_dims(std::map<std::string, int64_t> dims) {
+  const builder::Plan& p = *plan_;
+  for (const auto& [name, size] : p.dims)  // symbols not given keep the plan's sizes
+    dims.emplace(name, size);
+  if (dims == p.dims) return this;
   const uint64_t now = ++use_clock_;
-  if (auto it = specialized_.find(opts.dims); it != specialized_.end()) {
+  if (auto it = specialized_.find(dims); it != specialized_.end()) {
     it->second.last_use = now;
     return it->second.engine.get();
   }
+  builder::BuildOptions opts;
+  opts.backend = p.backend;
+  opts.dims = dims;
   TAC_ASSIGN_OR_RETURN(builder::Route route, builder::Route::parse(p.route));
   auto plan = builder::build_plan(*source_, route, opts);
   if (!plan) return plan.status().with_context("specializing the plan for " + builder::dims_to_string(opts.dims) + ": ");
@@ -449,7 +478,7 @@ Result<Engine*> Engine::specialized(const std::vector<Datum>& inputs) {
     specialized_.erase(oldest);
   }
   Engine* raw = e.get();
-  specialized_[opts.dims] = {std::move(e), now};
+  specialized_[dims] = {std::move(e), now};
   return raw;
 }
 

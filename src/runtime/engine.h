@@ -34,6 +34,11 @@ class Engine {
   // Same, recording each step's wall time in ns into `step_ns` (one entry per step).
   Result<std::vector<Tensor>> run_profiled(const std::vector<Tensor>& inputs, std::vector<double>& step_ns);
 
+  // Plans with shape ranges: builds (and caches) the engine for these sizes of the ranges' dims now,
+  // so that the first run at them does not pay the build (a serving process warming up the batch
+  // sizes it expects). Sizes outside a range, or a plan without ranges, are errors naming them.
+  Status prepare(const std::map<std::string, int64_t>& dims);
+
   // The input shapes/types the plan was built for, by graph input position. A dynamic input
   // (see has_dynamic_inputs) has unknown (-1) or no dims.
   std::vector<std::pair<DType, Shape>> input_specs() const;
@@ -55,6 +60,8 @@ class Engine {
   Status run_steps(const std::vector<Datum>* inputs, std::vector<double>* step_ns, std::vector<Datum>* dynamic_values);
   Result<std::vector<Datum>> execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns);
   Result<Engine*> specialized(const std::vector<Datum>& inputs);
+  Result<Engine*> engine_for_dims(std::map<std::string, int64_t> dims);
+  Status load_source();
   Status run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std::vector<Datum>& dynamic_values);
 
   std::unique_ptr<builder::Plan> plan_;  // stable address: kernels refer to its nodes

@@ -155,6 +155,9 @@ def test_shape_ranges_tuned_plan(tmp_path):
                        out_dir=str(tmp_path / "out"))
     plan = tactician.load(str(tmp_path / "out" / "best.plan"), model=BERT)
     assert plan.inputs[0]["shape"] == [2, 16]  # the opt sizes
+    plan.prepare({"batch": 3, "max_seq_len_in_batch": 33})  # built ahead of its first run below
+    with pytest.raises(tactician.Error, match="batch=5 is outside the plan's range 1..4"):
+        plan.prepare({"batch": 5})
     for batch, seq in [(2, 16), (1, 8), (4, 64), (3, 33)]:
         f = bert_feeds(batch, seq, batch * 100 + seq)
         exact = tactician.build(BERT, route=s["best_route"], backend="cpu",

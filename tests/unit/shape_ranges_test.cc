@@ -131,3 +131,30 @@ TEST_F(ShapeRangesBert, RangesMustNameSymbolicDims) {
 
 }  // namespace
 }  // namespace tac
+
+namespace tac {
+namespace {
+
+// prepare() builds a size's engine ahead: the run after it matches the reference; sizes outside a
+// range, dims that are not ranges and plans without ranges are refused naming them.
+TEST_F(ShapeRangesBert, PrepareBuildsASizeAhead) {
+  builder::BuildOptions opts;
+  opts.ranges = builder::parse_shape_ranges("batch=1..8:4,max_seq_len_in_batch=16..256:128").value();
+  auto e = runtime::Engine::create(builder::build_plan(model_, {}, opts).value());
+  ASSERT_TRUE(e.is_ok());
+  ASSERT_TRUE((*e)->prepare({{"batch", 3}, {"max_seq_len_in_batch", 40}}).is_ok());
+  EXPECT_EQ(matches_reference(**e, inputs(3, 40, 5)), "");
+  auto outside = (*e)->prepare({{"batch", 9}});
+  ASSERT_FALSE(outside.is_ok());
+  EXPECT_NE(outside.message().find("batch=9 is outside the plan's range 1..8"), std::string::npos) << outside.message();
+  auto unknown = (*e)->prepare({{"seq", 3}});
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.message().find("'seq' is not one of the plan's ranges"), std::string::npos);
+  builder::BuildOptions fixed;
+  auto plain = runtime::Engine::create(builder::build_plan(model_, {}, fixed).value());
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_FALSE((*plain)->prepare({{"batch", 1}}).is_ok());
+}
+
+}  // namespace
+}  // namespace tac
