@@ -63,16 +63,21 @@ Shape shape_of(const ir::ValueType& t) {
 void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
   std::vector<std::string> threads;
   for (int i = 1; i <= hardware_threads(); ++i) threads.push_back(std::to_string(i));
-  space.add({knob::kThreads, threads, std::to_string(hardware_threads()), "intra-op threads (OpenMP)", KnobScope::global});
-  space.add({knob::kSelection, {"heuristic", "isolated"}, "heuristic",
-             "how tactics are chosen where the route does not pin one: the cost ranking's top-1 (heuristic), or the "
-             "fastest when each applicable tactic is timed alone on the layer (isolated: the classic profiling builder)",
-             KnobScope::global});
+  space.add(searched(Searched::never, {knob::kThreads, threads, std::to_string(hardware_threads()),
+                                        "intra-op threads (OpenMP)", KnobScope::global}));
+  space.add(searched(Searched::when_named,
+                     {knob::kSelection, {"heuristic", "isolated"}, "heuristic",
+                      "how tactics are chosen where the route does not pin one: the cost ranking's top-1 (heuristic), "
+                      "or the fastest when each applicable tactic is timed alone on the layer (isolated: the classic "
+                      "profiling builder)",
+                      KnobScope::global}));
   std::vector<std::string> prune;
   for (int i = 0; i <= kMaxPrune; ++i) prune.push_back(std::to_string(i));
-  space.add({knob::kPrune, prune, "0",
-             "keep only the top-K ranked tactics per node as candidates (0: keep all): the classic pruning heuristic",
-             KnobScope::global});
+  space.add(searched(Searched::when_named,
+                     {knob::kPrune, prune, "0",
+                      "keep only the top-K ranked tactics per node as candidates (0: keep all): the classic pruning "
+                      "heuristic",
+                      KnobScope::global}));
   space.add({knob::kPlanner, {"greedy_by_size", "greedy_by_order", "no_reuse"}, "greedy_by_size",
              "how intermediate buffers are placed in the arena", KnobScope::global});
   space.add({knob::kInplace, {"on", "off"}, "on",
@@ -85,16 +90,19 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
              "Gathers of one constant index over a contiguous block share their input's buffer (plain layout) and the "
              "step runs nothing; off: each copies",
              KnobScope::global});
-  space.add({knob::kPrecisionDefault, precision_values(backend), "fp32",
-             "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
-             "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales; on CUDA fp16 and bf16 "
-             "(casts, fp32 accumulation; elementwise ops between such layers follow) and tf32 (a math mode)",
-             KnobScope::global});
+  space.add(searched(Searched::with_user_tolerance,
+                     {knob::kPrecisionDefault, precision_values(backend), "fp32",
+                      "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
+                      "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales; on CUDA fp16 "
+                      "and bf16 (casts, fp32 accumulation; elementwise ops between such layers follow) and tf32 (a "
+                      "math mode)",
+                      KnobScope::global}));
   if (const auto pv = precision_values(backend); std::find(pv.begin(), pv.end(), "int8") != pv.end())
-    space.add({knob::kCalibration, calibration_methods(), "max",
-               "the activation range int8 scales cover: the largest |x| over the calibration inputs (max), or a "
-               "percentile of |x| (clips rare outliers for finer steps); the tolerance decides",
-               KnobScope::global});
+    space.add(searched(Searched::with_user_tolerance,
+                       {knob::kCalibration, calibration_methods(), "max",
+                        "the activation range int8 scales cover: the largest |x| over the calibration inputs (max), or "
+                        "a percentile of |x| (clips rare outliers for finer steps); the tolerance decides",
+                        KnobScope::global}));
   if (backend == kernels::Backend::cuda)
     space.add({knob::kCudaGraphs, {"on", "off"}, "on",
                "capture the engine's steps into a CUDA graph once and replay it (one launch per run instead of one "
@@ -730,9 +738,10 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
         std::vector<std::string> vals = {"default"};
         for (const std::string& p : lowp)
           if (p != "int8" || int8_candidate(g->graph, n)) vals.push_back(p);
-        precision_knobs.push_back({"precision." + n.name, vals, "default",
-                                   n.op_type + ": the precision this node computes in (default: precision.default)",
-                                   KnobScope::node, "precision:" + node_signature(g->graph, n)});
+        precision_knobs.push_back(searched(Searched::with_user_tolerance,
+                                           {knob::kPrecision + n.name, vals, "default",
+                                            n.op_type + ": the precision this node computes in (default: precision.default)",
+                                            KnobScope::node, "precision:" + node_signature(g->graph, n)}));
       }
     if (variant == 0)
       for (const ir::Node& n : g->graph.nodes) {

@@ -31,6 +31,16 @@ const Knob* KnobSpace::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &knobs_[it->second];
 }
 
+const char* searched_name(Searched s) {
+  switch (s) {
+    case Searched::by_default: return "by_default";
+    case Searched::when_named: return "when_named";
+    case Searched::with_user_tolerance: return "with_user_tolerance";
+    case Searched::never: return "never";
+  }
+  return "?";
+}
+
 std::string KnobSpace::to_json() const {
   std::string j = "[";
   for (size_t i = 0; i < knobs_.size(); ++i) {
@@ -39,7 +49,8 @@ std::string KnobSpace::to_json() const {
     j += "{\"name\": " + json_quote(k.name) + ", \"values\": [";
     for (size_t v = 0; v < k.values.size(); ++v) j += (v ? ", " : "") + json_quote(k.values[v]);
     j += "], \"default\": " + json_quote(k.default_value) + ", \"help\": " + json_quote(k.help) +
-         ", \"scope\": " + json_quote(scope_name(k.scope)) + (k.group.empty() ? "" : ", \"group\": " + json_quote(k.group));
+         ", \"scope\": " + json_quote(scope_name(k.scope)) + ", \"searched\": " + json_quote(searched_name(k.searched)) +
+         (k.group.empty() ? "" : ", \"group\": " + json_quote(k.group));
     if (!k.value_precisions.empty()) {
       j += ", \"conditions\": {";
       bool first = true;

@@ -13,6 +13,18 @@ namespace tac::builder {
 enum class KnobScope { global, node, fusion };
 const char* scope_name(KnobScope s);
 
+// Whether the tuner searches a knob when --knobs does not name it: a field of the knob, set where
+// it is declared (not a rule on its name).
+enum class Searched {
+  by_default,
+  when_named,           // only when --knobs names it (builder.selection, builder.prune: the classic
+                        // builder's failure modes the tuner exists to avoid)
+  with_user_tolerance,  // also when the user gave the tolerance (precision.*: the fp32 default
+                        // tolerance rejects every lower precision)
+  never,                // fixed by the caller (threads)
+};
+const char* searched_name(Searched s);
+
 struct Knob {
   std::string name;                 // "pass.fold_batchnorm", "tactic.conv_17", "threads"
   std::vector<std::string> values;  // the typed domain, spelled as text ("off","on"; "1","2"; tactic names)
@@ -34,7 +46,13 @@ struct Knob {
   // Values that compute an approximation of the node's op (kernels::Tactic::approximate):
   // searched, never a default; the tuner tries them together in one seed.
   std::vector<std::string> approximate = {};
+  Searched searched = Searched::by_default;
 };
+// `k` with its search policy: space.add(searched(Searched::when_named, {...})).
+inline Knob searched(Searched s, Knob k) {
+  k.searched = s;
+  return k;
+}
 
 class KnobSpace {
  public:

@@ -91,15 +91,16 @@ Result<SearchSpace> make_search_space(const builder::KnobSpace& knobs, const std
   space.base.values.erase("threads");  // fixed by the caller (with_threads)
   std::map<std::string, size_t> group_dim;
   for (const builder::Knob& k_in : knobs.knobs()) {
-    // Searched only when --knobs names them: the classic-builder knobs (builder.selection,
-    // builder.prune) only reproduce the failure modes the tuner exists to avoid. The precision
-    // knobs also when the user gave the tolerance (the default fp32 one rejects every bf16/int8
-    // candidate; any other is the user's accuracy contract, and the tolerance, not a rule here,
-    // decides which precisions pass). Searched together with tactic knobs, a tactic pinned for
-    // another precision than its node's is inactive (builder::active_route), and such points are
-    // evaluated once.
-    const bool opt_in = k_in.name.rfind("builder.", 0) == 0 || (k_in.name.rfind("precision.", 0) == 0 && !with_precision);
-    if (k_in.name == "threads" || fixed.values.count(k_in.name) || (opt_in && globs.empty()) ||
+    // Each knob's declaration says when it is searched (builder::Searched): the classic-builder
+    // knobs (builder.selection, builder.prune) only when --knobs names them, as they only reproduce
+    // the failure modes the tuner exists to avoid; the precision knobs also when the user gave the
+    // tolerance (the default fp32 one rejects every bf16/int8 candidate; any other is the user's
+    // accuracy contract, and the tolerance, not a rule here, decides which precisions pass).
+    // Searched together with tactic knobs, a tactic pinned for another precision than its node's is
+    // inactive (builder::active_route), and such points are evaluated once.
+    const bool opt_in = k_in.searched == builder::Searched::when_named ||
+                        (k_in.searched == builder::Searched::with_user_tolerance && !with_precision);
+    if (k_in.searched == builder::Searched::never || fixed.values.count(k_in.name) || (opt_in && globs.empty()) ||
         !matches(globs, k_in.name))
       continue;
     builder::Knob k = k_in;

@@ -29,10 +29,12 @@ TEST(TuneDuration, ParsesUnitsAndRejectsJunk) {
 
 TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
   builder::KnobSpace ks;
-  ks.add({"threads", {"1", "2"}, "2", "", builder::KnobScope::global});
+  ks.add(builder::searched(builder::Searched::never, {"threads", {"1", "2"}, "2", "", builder::KnobScope::global}));
   ks.add({"memory.planner", {"a", "b", "c"}, "a", "", builder::KnobScope::global});
-  ks.add({"precision.default", {"fp32", "bf16"}, "fp32", "", builder::KnobScope::global});
-  ks.add({"builder.prune", {"0", "1", "2"}, "0", "", builder::KnobScope::global});
+  ks.add(builder::searched(builder::Searched::with_user_tolerance,
+                           {"precision.default", {"fp32", "bf16"}, "fp32", "", builder::KnobScope::global}));
+  ks.add(builder::searched(builder::Searched::when_named,
+                           {"builder.prune", {"0", "1", "2"}, "0", "", builder::KnobScope::global}));
   ks.add({"tactic.c1", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
   ks.add({"tactic.c2", {"auto", "x", "y", "z"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
   ks.add({"tactic.c3", {"auto", "x"}, "auto", "", builder::KnobScope::node, "Conv(sig2)"});
@@ -62,6 +64,16 @@ TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
   ASSERT_TRUE(only.is_ok());
   ASSERT_EQ(only->dims.size(), 1u);
   EXPECT_FALSE(make_search_space(ks, {"nosuch.*"}).is_ok());
+  // The policy is the knob's field, not its name: a knob of any name declared when_named is left
+  // out until named, and one named builder.* declared by_default is searched.
+  builder::KnobSpace renamed;
+  renamed.add(builder::searched(builder::Searched::when_named, {"memory.exotic", {"a", "b"}, "a", "",
+                                                                builder::KnobScope::global}));
+  renamed.add({"builder.plain", {"a", "b"}, "a", "", builder::KnobScope::global});
+  auto by_field = make_search_space(renamed, {});
+  ASSERT_TRUE(by_field.is_ok());
+  ASSERT_EQ(by_field->dims.size(), 1u);
+  EXPECT_EQ(by_field->dims[0].name, "builder.plain");
   builder::Route r = route_of(*all, {1, 2, 0});
   EXPECT_EQ(r.to_string(), "memory.planner=b tactic.c1=y tactic.c2=y");
   // Fixed settings (tune --route) are not searched; every route of the space carries them.
@@ -75,7 +87,7 @@ TEST(TuneSpace, GroupsNodesBySignatureAndHonoursGlobs) {
 
 TEST(TuneSpace, RefinesTheGroupsCarryingTheMostTimePerNode) {
   builder::KnobSpace ks;
-  ks.add({"threads", {"1", "2"}, "2", "", builder::KnobScope::global});
+  ks.add(builder::searched(builder::Searched::never, {"threads", {"1", "2"}, "2", "", builder::KnobScope::global}));
   ks.add({"memory.planner", {"a", "b"}, "a", "", builder::KnobScope::global});
   ks.add({"tactic.c1", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
   ks.add({"tactic.c2", {"auto", "x", "y", "z"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
@@ -114,7 +126,7 @@ TEST(TuneSpace, RefinesTheGroupsCarryingTheMostTimePerNode) {
 
 TEST(TuneSpace, IsolatedSeedPinsWhatDiffersAndVotesPerGroup) {
   builder::KnobSpace ks;
-  ks.add({"threads", {"1", "2"}, "2", "", builder::KnobScope::global});
+  ks.add(builder::searched(builder::Searched::never, {"threads", {"1", "2"}, "2", "", builder::KnobScope::global}));
   ks.add({"memory.planner", {"a", "b"}, "a", "", builder::KnobScope::global});
   ks.add({"tactic.c1", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
   ks.add({"tactic.c2", {"auto", "x", "y"}, "auto", "", builder::KnobScope::node, "Conv(sig1)"});
