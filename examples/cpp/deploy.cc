@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
     tac::TuneOptions o;
     o.backend = "cpu";
     o.budget_seconds = tune_s;
+    o.max_candidates = 8;  // a short demonstration: at most 8 candidates within the budget
     o.threads = 1;
     int lines = 0;
     o.progress = [&](const std::string&) { ++lines; };

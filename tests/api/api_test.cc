@@ -196,7 +196,7 @@ TEST(Api, TwoTunesAtOnceInOneProcess) {
   for (int i = 0; i < 2; ++i)
     threads.emplace_back([&, i] {
       results[static_cast<size_t>(i)] =
-          tac::tune(kModel, {.backend = "cpu", .budget_seconds = 4, .max_candidates = 2, .threads = 1,
+          tac::tune(kModel, {.backend = "cpu", .budget_seconds = 30, .max_candidates = 2, .threads = 1,
                              .seed = static_cast<uint64_t>(i)});
     });
   for (auto& t : threads) t.join();

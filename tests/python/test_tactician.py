@@ -128,7 +128,9 @@ def test_threads_share_an_engine(engine):
 
 def test_tune(tmp_path):
     lines = []
-    s = tactician.tune(MODEL, budget=8, backend="cpu", threads=1, out_dir=str(tmp_path / "out"), progress=lines.append)
+    # A budget far above what 3 candidates need (a loaded CI machine); max_candidates ends it early.
+    s = tactician.tune(MODEL, budget=60, max_candidates=3, backend="cpu", threads=1, out_dir=str(tmp_path / "out"),
+                       progress=lines.append)
     assert s["candidates"] >= 1 and s["default_ms"] > 0 and s["best_ms"] > 0
     assert any(line.startswith("[tune]") for line in lines)
     route = [l for l in (tmp_path / "out" / "best.route").read_text().splitlines() if l and not l.startswith("#")]
@@ -151,8 +153,8 @@ def bert_feeds(batch, seq, seed):
 @pytest.mark.skipif(not os.path.isdir(BERT), reason="no ../shared/models/bert-toy")
 def test_shape_ranges_tuned_plan(tmp_path):
     # tune at the opt sizes; best.plan runs other sizes inside the ranges as an exact-shape engine does
-    s = tactician.tune(BERT, budget=6, backend="cpu", threads=1, shapes="batch=1..4:2,max_seq_len_in_batch=8..64:16",
-                       out_dir=str(tmp_path / "out"))
+    s = tactician.tune(BERT, budget=60, max_candidates=3, backend="cpu", threads=1,
+                       shapes="batch=1..4:2,max_seq_len_in_batch=8..64:16", out_dir=str(tmp_path / "out"))
     plan = tactician.load(str(tmp_path / "out" / "best.plan"), model=BERT)
     assert plan.inputs[0]["shape"] == [2, 16]  # the opt sizes
     plan.prepare({"batch": 3, "max_seq_len_in_batch": 33})  # built ahead of its first run below
