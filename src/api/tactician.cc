@@ -53,16 +53,7 @@ TensorInfo info_of(const ir::Value& v, const Shape* planned) {
   return t;
 }
 
-Result<kernels::Backend> backend_named(const std::string& name) {
-  if (name.empty())
-    return cuda::compiled() && cuda::device_present() ? kernels::Backend::cuda : kernels::Backend::cpu;
-  TAC_ASSIGN_OR_RETURN(kernels::Backend b, kernels::backend_from_name(name));
-  if (b == kernels::Backend::cuda && !cuda::compiled())
-    return invalid_argument("backend cuda: this Tactician was built without the CUDA backend (TAC_CUDA=OFF)");
-  if (b == kernels::Backend::cuda && !cuda::device_present())
-    return invalid_argument("backend cuda: no CUDA device is present on this machine");
-  return b;
-}
+Result<kernels::Backend> backend_named(const std::string& name) { return builder::resolve_backend(name, "backend"); }
 
 std::string model_file(const std::string& path) {
   std::error_code ec;
@@ -323,9 +314,7 @@ Result<TuneResult> tune(const std::string& model_path, const TuneOptions& option
     TuneResult r;
     const tuner::TuneSummary& s = *summary;
     r.best_route = s.best_route;
-    builder::Route default_route = o.fixed;
-    default_route.values["threads"] = std::to_string(o.threads);
-    r.best_is_default = s.best_route == default_route.to_string();
+    r.best_is_default = s.best_is_default;
     r.default_ms = s.default_ms;
     r.best_ms = s.best_ms;
     r.speedup = s.speedup;

@@ -1057,6 +1057,16 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   return plan;
 }
 
+Result<kernels::Backend> resolve_backend(const std::string& name, const std::string& flag) {
+  if (name.empty()) return cuda::compiled() && cuda::device_present() ? kernels::Backend::cuda : kernels::Backend::cpu;
+  TAC_ASSIGN_OR_RETURN(kernels::Backend b, kernels::backend_from_name(name));
+  if (b == kernels::Backend::cuda && !cuda::compiled())
+    return invalid_argument(flag + " cuda: this tactician was built without the CUDA backend (TAC_CUDA=OFF)");
+  if (b == kernels::Backend::cuda && !cuda::device_present())
+    return invalid_argument(flag + " cuda: no CUDA device is present on this machine");
+  return b;
+}
+
 std::string dims_to_string(const std::map<std::string, int64_t>& dims) {
   std::string s;
   for (const auto& [name, v] : dims) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(v);

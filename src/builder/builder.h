@@ -65,6 +65,10 @@ int hardware_threads();
 // The fingerprint of `backend`'s device: the CPU's above, or the GPU's ("cuda:NVIDIA H200
 // [sm_90, 143771 MiB]"; unsupported when this machine or build has no CUDA device).
 Result<std::string> device_fingerprint(kernels::Backend backend);
+// The backend named `name` ("cpu", "cuda"), or for "" the default: cuda when this build has the
+// CUDA backend and a device is present, else cpu. Naming cuda where it cannot run is an error saying
+// why, prefixed with `flag` ("--backend cuda: no CUDA device is present on this machine").
+Result<kernels::Backend> resolve_backend(const std::string& name, const std::string& flag);
 // The backend a plan stamped with `device` runs on (CUDA fingerprints start with "cuda:").
 kernels::Backend backend_of_device(const std::string& device);
 // Unique, route-safe node names ([A-Za-z0-9_.-]); empty names become "<op>_<index>".

@@ -89,14 +89,8 @@ Result<std::vector<io::TestDataSet>> gather_inputs(const Args& args, const ir::M
     if (!known) return invalid_argument("--input " + kv + ": the model has no input named '" + name + "'");
     given[name] = kv.substr(eq + 1);
   }
-  for (const std::string& kv : args.all("--dim")) {
-    auto eq = kv.find('=');
-    char* end = nullptr;
-    long long n = eq == std::string::npos ? -1 : std::strtoll(kv.c_str() + eq + 1, &end, 10);
-    if (eq == std::string::npos || n < 0 || (end && *end))
-      return invalid_argument("--dim takes SYMBOL=N with N >= 0, got '" + kv + "'");
-    dims[kv.substr(0, eq)] = n;  // --dim wins over a plan's sizes
-  }
+  TAC_ASSIGN_OR_RETURN(const auto given_dims, dims_from_args(args));
+  for (const auto& [sym, n] : given_dims) dims[sym] = n;  // --dim wins over a plan's sizes
   const std::string seed = args.get("--seed", "0");
   std::mt19937_64 rng(std::strtoull(seed.c_str(), nullptr, 10));
   io::TestDataSet set;

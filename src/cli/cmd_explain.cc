@@ -38,13 +38,11 @@ int cmd_explain(int argc, char** argv) {
   }
   o.backend = *backend;
   o.final_rounds = std::max(1, std::atoi(args.get("--rounds", "3").c_str()));
-  for (const std::string& kv : args.all("--dim")) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) {
-      std::fprintf(stderr, "tactician explain: --dim takes SYMBOL=N, got '%s'\n", kv.c_str());
-      return 2;
-    }
-    o.dims[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
+  if (auto dims = dims_from_args(args); dims) {
+    o.dims = std::move(dims).value();
+  } else {
+    std::fprintf(stderr, "tactician explain: %s\n", dims.status().message().c_str());
+    return 2;
   }
   Result<tuner::Explanation> ex = internal_error("explain did not run");
   try {  // errors are values; this only guarantees the cleanup of its temporary folder runs

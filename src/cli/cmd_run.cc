@@ -98,17 +98,12 @@ int cmd_run(int argc, char** argv) {
     }
     given[name] = kv.substr(eq + 1);
   }
-  std::map<std::string, int64_t> dims;
-  for (const std::string& kv : args.all("--dim")) {
-    auto eq = kv.find('=');
-    char* end = nullptr;
-    long long n = eq == std::string::npos ? -1 : std::strtoll(kv.c_str() + eq + 1, &end, 10);
-    if (eq == std::string::npos || n < 0 || (end && *end)) {
-      std::fprintf(stderr, "tactician run: --dim takes SYMBOL=N with N >= 0, got '%s'\n", kv.c_str());
-      return 2;
-    }
-    dims[kv.substr(0, eq)] = n;
+  auto given_dims = dims_from_args(args);
+  if (!given_dims) {
+    std::fprintf(stderr, "tactician run: %s\n", given_dims.status().message().c_str());
+    return 2;
   }
+  std::map<std::string, int64_t> dims = std::move(given_dims).value();
   if (plan)
     for (const auto& [sym, n] : plan->dims) dims.emplace(sym, n);  // the sizes it was built for
   std::mt19937_64 rng(std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10));

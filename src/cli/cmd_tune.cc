@@ -114,14 +114,12 @@ int cmd_tune(int argc, char** argv) {
     if (j == std::string::npos) break;
     i = j + 1;
   }
-  for (const std::string& kv : args.all("--dim")) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) return fail(invalid_argument("--dim takes SYMBOL=N, got '" + kv + "'"), 2);
-    o.dims[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
-  }
-  if (args.has("--shapes")) {
-    auto ranges = builder::parse_shape_ranges(args.get("--shapes"));
-    if (!ranges) return fail(ranges.status().with_context("--shapes: "), 2);
+  {
+    auto dims = dims_from_args(args);
+    if (!dims) return fail(dims.status(), 2);
+    o.dims = std::move(dims).value();
+    auto ranges = shapes_from_args(args);
+    if (!ranges) return fail(ranges.status(), 2);
     o.ranges = std::move(ranges).value();
   }
   {
@@ -197,9 +195,7 @@ int cmd_tune(int argc, char** argv) {
   else std::printf("search space: %zu dimensions, %llu points\n", s.dimensions, static_cast<unsigned long long>(s.space_size));
   std::printf("default route  %.3f ms\nbest route     %.3f ms\nspeed-up       %.3fx (over %d interleaved A/B rounds: %.3f to %.3f)\n",
               s.default_ms, s.best_ms, s.speedup, o.final_rounds, s.speedup_low, s.speedup_high);
-  builder::Route default_route = o.fixed;
-  default_route.values["threads"] = std::to_string(o.threads);
-  const bool is_default = s.best_route == default_route.to_string();
+  const bool is_default = s.best_is_default;
   std::printf("best route: %s%s\n", s.best_route.c_str(),
               is_default ? "  (the default route: no candidate beat it by more than the measured noise)" : "");
   std::printf("verdict: %s\n", s.verdict.c_str());

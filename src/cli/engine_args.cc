@@ -31,32 +31,35 @@ Result<builder::Route> route_from_args(const Args& args) {
 }
 
 Result<kernels::Backend> backend_from_args(const Args& args) {
-  if (!args.has("--backend"))
-    return cuda::compiled() && cuda::device_present() ? kernels::Backend::cuda : kernels::Backend::cpu;
-  TAC_ASSIGN_OR_RETURN(kernels::Backend b, kernels::backend_from_name(args.get("--backend")));
-  if (b == kernels::Backend::cuda && !cuda::compiled())
-    return invalid_argument("--backend cuda: this tactician was built without the CUDA backend (TAC_CUDA=OFF)");
-  if (b == kernels::Backend::cuda && !cuda::device_present())
-    return invalid_argument("--backend cuda: no CUDA device is present on this machine");
-  return b;
+  // An explicit empty --backend is a bad name (""), not the default.
+  if (args.has("--backend") && args.get("--backend").empty()) return kernels::backend_from_name("");
+  return builder::resolve_backend(args.get("--backend"), "--backend");
 }
 
-Result<builder::BuildOptions> build_options_from_args(const Args& args) {
-  builder::BuildOptions o;
-  TAC_ASSIGN_OR_RETURN(o.backend, backend_from_args(args));
+Result<std::map<std::string, int64_t>> dims_from_args(const Args& args) {
+  std::map<std::string, int64_t> dims;
   for (const std::string& kv : args.all("--dim")) {
     auto eq = kv.find('=');
     char* end = nullptr;
     long long n = eq == std::string::npos ? -1 : std::strtoll(kv.c_str() + eq + 1, &end, 10);
     if (eq == std::string::npos || n < 0 || (end && *end))
       return invalid_argument("--dim takes SYMBOL=N with N >= 0, got '" + kv + "'");
-    o.dims[kv.substr(0, eq)] = n;
+    dims[kv.substr(0, eq)] = n;
   }
-  if (args.has("--shapes")) {
-    auto ranges = builder::parse_shape_ranges(args.get("--shapes"));
-    if (!ranges) return ranges.status().with_context("--shapes: ");
-    o.ranges = std::move(ranges).value();
-  }
+  return dims;
+}
+
+Result<builder::ShapeRanges> shapes_from_args(const Args& args) {
+  auto ranges = builder::parse_shape_ranges(args.get("--shapes"));
+  if (!ranges) return ranges.status().with_context("--shapes: ");
+  return ranges;
+}
+
+Result<builder::BuildOptions> build_options_from_args(const Args& args) {
+  builder::BuildOptions o;
+  TAC_ASSIGN_OR_RETURN(o.backend, backend_from_args(args));
+  TAC_ASSIGN_OR_RETURN(o.dims, dims_from_args(args));
+  TAC_ASSIGN_OR_RETURN(o.ranges, shapes_from_args(args));
   o.calibration_dir = args.get("--calibration");
   o.calibration_cache = args.get("--calibration-cache");
   if (!o.calibration_dir.empty() && !std::filesystem::is_directory(o.calibration_dir))

@@ -28,6 +28,11 @@ Result<kernels::Backend> backend_from_args(const Args& args);
 // The route from --route / --route-file (both may be given: merged, conflicts are errors),
 // with --threads N added as threads=N.
 Result<builder::Route> route_from_args(const Args& args);
+// Symbolic dim bindings from every --dim SYMBOL=N (N a whole number >= 0; anything else is an error
+// naming the word).
+Result<std::map<std::string, int64_t>> dims_from_args(const Args& args);
+// Shape ranges from --shapes (builder::parse_shape_ranges; none without the flag).
+Result<builder::ShapeRanges> shapes_from_args(const Args& args);
 // Symbolic dim bindings from --dim NAME=N, shape ranges from --shapes (builder/plan.h, DimRange), the backend (backend_from_args), and the int8
 // calibration data (--calibration DIR) and cache folder (--calibration-cache DIR).
 Result<builder::BuildOptions> build_options_from_args(const Args& args);

@@ -1049,6 +1049,7 @@ Result<TuneSummary> tune(const TuneOptions& opts, const Progress& progress) {
   if (interrupted() && sum.stop_reason != interrupt_reason())
     sum.stop_reason += "; " + interrupt_reason() + " during the final comparison";
   sum.best_route = best_rec.route;
+  sum.best_is_default = best_rec.route == def.route;
   sum.tolerance = opts.tolerance.to_string();
   describe_outcome(sum, def.median_ms, def.cv, same, unconfirmed, opts.final_rounds);
   for (const std::string& w : sum.warnings)

@@ -70,6 +70,7 @@ struct TuneSummary {
   double speedup_low = 1, speedup_high = 1;  // min and max over the final A/B rounds
   int candidates = 0, failed = 0, rejected = 0, resumed = 0;
   std::string best_route;
+  bool best_is_default = true;  // no candidate beat the default route (best_route is the default's)
   std::string best_metrics_json = "[]";
   double wall_s = 0, build_s = 0;
   std::string stop_reason;
