@@ -29,6 +29,10 @@ PyObject* g_error = nullptr;  // tactician.Error (the module holds the reference
   throw py::error_already_set();
 }
 
+void raise_if_error(const tac::Status& s) {
+  if (!s.is_ok()) raise(s);
+}
+
 template <class T>
 T value_or_raise(tac::Result<T> r) {
   if (!r.is_ok()) raise(r.status());
@@ -241,15 +245,13 @@ PYBIND11_MODULE(tactician, m) {
   py::class_<tac::Engine>(m, "Engine", "A built engine: run it on a dict of NumPy arrays.")
       .def("run", &run, py::arg("inputs"), "Runs on {input name: array}; returns {output name: array}.")
       .def("prepare", [](const tac::Engine& e, const std::map<std::string, int64_t>& dims) {
-             tac::Status s = [&] {
+             raise_if_error([&] {
                py::gil_scoped_release nogil;
                return e.prepare(dims);
-             }();
-             if (!s.is_ok()) raise(s);
+             }());
            }, py::arg("dims"), "Builds the engine for these sizes of a shape-ranged engine now ({'batch': 3}).")
       .def("save", [](const tac::Engine& e, const std::string& path) {
-             tac::Status s = e.save(path);
-             if (!s.is_ok()) raise(s);
+             raise_if_error(e.save(path));
            }, py::arg("path"))
       .def_property_readonly("inputs", [](const tac::Engine& e) { return infos(e.inputs()); })
       .def_property_readonly("outputs", [](const tac::Engine& e) { return infos(e.outputs()); })

@@ -346,11 +346,12 @@ Status Engine::run_steps(const std::vector<Datum>* inputs, std::vector<double>* 
 Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std::vector<double>* step_ns) {
   const builder::Plan& p = *plan_;
   const ir::Graph& g = p.model.graph;
-  if (!p.ranges.empty() && !check_inputs(inputs).is_ok()) {  // other sizes inside the plan's ranges
+  Status fits = check_inputs(inputs);
+  if (!fits.is_ok() && !p.ranges.empty()) {  // other sizes inside the plan's ranges
     TAC_ASSIGN_OR_RETURN(Engine * other, specialized(inputs));
     if (other != this) return other->execute(inputs, step_ns);
   }
-  TAC_RETURN_IF_ERROR(check_inputs(inputs));
+  TAC_RETURN_IF_ERROR(fits);
   const bool dynamic = dynamic_;
   // Dynamic values of this run, by value id (empty for a fixed-shape plan).
   std::vector<Datum> dynamic_values(dynamic ? g.values.size() : 0);
