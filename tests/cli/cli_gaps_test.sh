@@ -10,22 +10,7 @@ zoo="${3:-}"
 py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-expect() {  # expect NAME WANT_RC PATTERN -- command...
-  local name="$1" want="$2" pattern="$3"
-  shift 4
-  "$@" > "$tmp/out" 2>&1
-  local rc=$?
-  if [ "$want" = "nonzero" ]; then
-    if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then echo "FAIL $name: exit code $rc, wanted a clean non-zero"; head -5 "$tmp/out"; fails=$((fails+1)); return; fi
-  elif [ $rc -ne "$want" ]; then
-    echo "FAIL $name: exit code $rc, wanted $want"; head -20 "$tmp/out"; fails=$((fails+1)); return
-  fi
-  if ! grep -qE -- "$pattern" "$tmp/out"; then
-    echo "FAIL $name: output does not match '$pattern':"; head -20 "$tmp/out"; fails=$((fails+1)); return
-  fi
-  echo "ok   $name"
-}
+source "$(dirname "$0")/expect.sh"
 # pycheck NAME FILE PYTHON: runs PYTHON with the file's last line parsed as JSON in `j` (None when
 # it is not JSON) and the whole text in `text`; an AssertionError fails the case.
 pycheck() {

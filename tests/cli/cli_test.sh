@@ -7,22 +7,7 @@ bin="$1"
 dir="$2"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-expect() {  # expect NAME WANT_RC PATTERN -- command...
-  local name="$1" want="$2" pattern="$3"
-  shift 4
-  "$@" > "$tmp/out" 2>&1
-  local rc=$?
-  if [ "$want" = "nonzero" ]; then
-    if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then echo "FAIL $name: exit code $rc, wanted a clean non-zero"; fails=$((fails+1)); return; fi
-  elif [ $rc -ne "$want" ]; then
-    echo "FAIL $name: exit code $rc, wanted $want"; cat "$tmp/out"; fails=$((fails+1)); return
-  fi
-  if ! grep -qE -- "$pattern" "$tmp/out"; then
-    echo "FAIL $name: output does not match '$pattern':"; head -5 "$tmp/out"; fails=$((fails+1)); return
-  fi
-  echo "ok   $name"
-}
+source "$(dirname "$0")/expect.sh"
 model="$dir/model.onnx"
 input=$(ls "$dir"/test_data_set_0/input_0.pb)
 
