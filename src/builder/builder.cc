@@ -60,7 +60,7 @@ Shape shape_of(const ir::ValueType& t) {
 
 // ---- the global knobs ----
 
-void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
+void add_global_knobs(KnobSpace& space, kernels::Backend backend, const std::string& default_precision) {
   std::vector<std::string> threads;
   for (int i = 1; i <= hardware_threads(); ++i) threads.push_back(std::to_string(i));
   space.add(searched(Searched::never, {knob::kThreads, threads, std::to_string(hardware_threads()),
@@ -91,11 +91,11 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend) {
              "step runs nothing; off: each copies",
              KnobScope::global});
   space.add(searched(Searched::with_user_tolerance,
-                     {knob::kPrecisionDefault, precision_values(backend), "fp32",
+                     {knob::kPrecisionDefault, precision_values(backend), default_precision,
                       "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
                       "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales; on CUDA fp16 "
                       "and bf16 (casts, fp32 accumulation; elementwise ops between such layers follow) and tf32 (a "
-                      "math mode)",
+                      "math mode); by default the type the model stores its weights in where the backend computes in it",
                       KnobScope::global}));
   if (const auto pv = precision_values(backend); std::find(pv.begin(), pv.end(), "int8") != pv.end())
     space.add(searched(Searched::with_user_tolerance,
@@ -691,7 +691,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   if (opts.backend == kernels::Backend::cuda && !cuda::compiled())
     return unsupported("the CUDA backend: this tactician was built without it (TAC_CUDA=OFF)");
   KnobSpace space;
-  add_global_knobs(space, opts.backend);
+  add_global_knobs(space, opts.backend, stored_precision(m, opts.backend));
   // Per-node tactic knobs over the graph with the default passes and with every fusion off, so
   // that a route turning a fusion off can still pin tactics of the nodes it keeps.
   std::map<std::string, std::vector<std::string>> values;

@@ -395,6 +395,18 @@ std::vector<std::string> precision_values() {
   return v;
 }
 
+std::string stored_precision(const ir::Model& m, kernels::Backend backend) {
+  std::map<DType, int64_t> bytes;
+  for (const ir::Value& v : m.graph.values)
+    if (v.initializer && dtype_is_float(v.initializer->dtype()))
+      bytes[v.initializer->dtype()] += v.initializer->numel();
+  std::string stored = "fp32";
+  if (bytes[DType::float16] > bytes[DType::float32] + bytes[DType::bfloat16]) stored = "fp16";
+  if (bytes[DType::bfloat16] > bytes[DType::float32] + bytes[DType::float16]) stored = "bf16";
+  const std::vector<std::string> values = precision_values(backend);
+  return std::find(values.begin(), values.end(), stored) != values.end() ? stored : "fp32";
+}
+
 bool precision_candidate(const ir::Graph& g, const ir::Node& n) {
   if (n.outputs.size() != 1 || !known_f32(g, n.outputs[0], 0)) return false;
   if (!present(n, 0) || !present(n, 1)) return false;

@@ -35,6 +35,10 @@ namespace tac::builder {
 std::vector<std::string> precision_values();
 // On `backend`: the CPU's above; on CUDA fp32, tf32, fp16, bf16.
 std::vector<std::string> precision_values(kernels::Backend backend);
+// precision.default's default: the type the model stores most of its float weights in ("fp16",
+// "bf16") where `backend` computes in it, else "fp32". A model stored in fp16 runs in fp16 on CUDA
+// unless the route says otherwise (passes/widen_storage.cc computes it in fp32 in between).
+std::string stored_precision(const ir::Model& m, kernels::Backend backend);
 
 // True when `n` (in a graph after passes, shapes known) is a node the precision rewrite can
 // lower: a 2-D Conv / FusedConv with constant weights, or a MatMul / FusedMatMul / Gemm with

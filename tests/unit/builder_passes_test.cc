@@ -1,6 +1,9 @@
 // Every builder pass with and without it (STYLE.md 12): the pass changes the graph as intended,
 // and the engines built with the pass on and off both compute what the reference interpreter
 // computes on the original model.
+#include <cstring>
+
+#include "builder/precision.h"
 #include "builder_test_util.h"
 
 namespace tac {
@@ -711,6 +714,123 @@ TEST(BuilderMemory, SizeOneTransposesAndConstantGathersAreViews) {
       }
     }
   }
+}
+
+
+// ---------------------------------------------------------------- widen_storage
+
+// A model stored in fp16: x, the weights and y in fp16, with an fp32 island (Cast up, Sigmoid,
+// Cast down) as mixed-precision exports write them.
+// Tolerance: the reference rounds every op's output to fp16 (2^-11 relative), the engine only
+// the final output: a few fp16 ulps of outputs of size ~2 (atol 1e-2, rtol 5e-3).
+void initializer_f16(ModelBuilder& m, const std::string& n, std::vector<int64_t> dims, uint64_t seed, float scale) {
+  Tensor t = kernels::random_tensor(DType::float32, Shape(dims.begin(), dims.end()), seed);
+  auto* p = m.m.mutable_graph()->add_initializer();
+  p->set_name(n);
+  p->set_data_type(onnx::TensorProto::FLOAT16);
+  for (int64_t d : dims) p->add_dims(d);
+  std::string raw(static_cast<size_t>(t.numel()) * 2, '\0');
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const Float16 h(t.data<float>()[i] * scale);
+    std::memcpy(raw.data() + 2 * i, &h.bits, 2);
+  }
+  p->set_raw_data(raw);
+}
+
+ir::Model fp16_stored_conv() {
+  ModelBuilder m(17);
+  m.input("x", onnx::TensorProto::FLOAT16, {"1", "3", "9", "9"});
+  initializer_f16(m, "w", {4, 3, 3, 3}, 31, 0.4f);
+  initializer_f16(m, "b", {4}, 32, 1.0f);
+  auto* c = m.node("Conv", {"x", "w", "b"}, {"c"}, "conv");
+  test::attr_ints(c, "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c"}, {"r"}, "relu");
+  test::attr_i(m.node("Cast", {"r"}, {"r32"}, "up"), "to", onnx::TensorProto::FLOAT);
+  m.node("Sigmoid", {"r32"}, {"s32"}, "sigmoid");
+  test::attr_i(m.node("Cast", {"s32"}, {"s"}, "down"), "to", onnx::TensorProto::FLOAT16);
+  m.node("Add", {"r", "s"}, {"y"}, "add");
+  m.output("y", onnx::TensorProto::FLOAT16, {});
+  return load(m);
+}
+
+std::unique_ptr<runtime::Engine> build_and_check_fp16(const ir::Model& m, const std::string& route) {
+  auto e = test::build_engine(m, route);
+  EXPECT_TRUE(e.is_ok()) << "route '" << route << "': " << e.status().to_string();
+  if (!e) return nullptr;
+  EXPECT_EQ(test::mismatch_vs_reference(**e, m, 7, 1e-2, 5e-3), "") << "route '" << route << "'";
+  return std::move(e).value();
+}
+
+std::string tactic_of(const runtime::Engine& e, const std::string& op) {
+  const builder::Plan& p = e.plan();
+  for (const builder::PlanStep& s : p.steps)
+    if (p.model.graph.nodes[static_cast<size_t>(s.node)].op_type == op) return s.tactic->name;
+  return "(no " + op + " step)";
+}
+
+TEST(BuilderPasses, WidenStorageComputesAnFp16ModelInFp32BetweenItsInputsAndOutputs) {
+  ir::Model m = fp16_stored_conv();
+  auto on = build_and_check_fp16(m, "pass.fuse_elementwise=off pass.fuse_conv=off");
+  ASSERT_TRUE(on);
+  EXPECT_TRUE(test::log_mentions(on->plan(), "widen_storage: computes in fp32 (2 constants widened, 2 Casts between "
+                                             "float types dropped, 0 Casts to fp32, 2 Casts at the inputs and outputs)"))
+      << on->plan().report.pass_log.size();
+  // The interface keeps the stored types; inside, a real (fp32) tactic runs the convolution
+  // where the fp16 graph had only the reference kernel.
+  EXPECT_EQ(on->input_specs()[0].first, DType::float16);
+  EXPECT_NE(tactic_of(*on, "Conv"), "reference");
+  EXPECT_EQ(test::op_list(graph_of(on)), "Cast Conv Relu Sigmoid Add Cast");
+
+  auto off = build_and_check_fp16(m, "pass.widen_storage=off pass.fuse_elementwise=off pass.fuse_conv=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(tactic_of(*off, "Conv"), "reference");
+  EXPECT_FALSE(test::log_mentions(off->plan(), "widen_storage"));
+  // With the default passes (the fusions see the fp32 graph) and in the other layout.
+  build_and_check_fp16(m, "");
+  build_and_check_fp16(m, "layout.default=nchw");
+}
+
+TEST(BuilderPasses, PrecisionDefaultFollowsTheStoredTypeWhereTheBackendComputesInIt) {
+  ir::Model fp16 = fp16_stored_conv();
+  // The CPU has no fp16 tactics: fp32 (the widened graph); CUDA computes in fp16 as stored.
+  EXPECT_EQ(builder::stored_precision(fp16, kernels::Backend::cpu), "fp32");
+  EXPECT_EQ(builder::stored_precision(fp16, kernels::Backend::cuda), "fp16");
+  EXPECT_EQ(builder::stored_precision(conv_bn_add_relu(true), kernels::Backend::cuda), "fp32");
+  auto space = builder::knob_space(fp16, {});
+  ASSERT_TRUE(space.is_ok()) << space.status().to_string();
+  EXPECT_EQ(space->find("precision.default")->default_value, "fp32");
+}
+
+TEST(BuilderPasses, WidenStorageLeavesAGraphWithASubgraphAsStored) {
+  // z = Neg(x); If(cond) then y = z + z else y = z * z, all fp16: the pass logs why and changes
+  // nothing.
+  ModelBuilder m(17);
+  m.input("x", onnx::TensorProto::FLOAT16, {"4"});
+  m.input("cond", onnx::TensorProto::BOOL, {});
+  m.node("Neg", {"x"}, {"z"}, "neg");
+  auto* n = m.node("If", {"cond"}, {"y"}, "if");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* g = a->mutable_g();
+    g->set_name(branch);
+    auto* op = g->add_node();
+    op->set_op_type(std::string(branch) == "then_branch" ? "Add" : "Mul");
+    op->add_input("z");
+    op->add_input("z");
+    op->add_output(std::string(branch) + "_y");
+    auto* o = g->add_output();
+    o->set_name(std::string(branch) + "_y");
+    o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT16);
+  }
+  m.output("y", onnx::TensorProto::FLOAT16, {});
+  ir::Model model = load(m);
+  auto e = test::build_engine(model, "");
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_TRUE(test::log_mentions((*e)->plan(), "widen_storage: the graph keeps its fp16/bf16 types (node 'if'"))
+      << ((*e)->plan().report.pass_log.empty() ? "" : (*e)->plan().report.pass_log[0]);
+  EXPECT_EQ(test::mismatch_vs_reference(**e, model, 3, 0, 0), "");
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ Status remove_nodes(ir::Graph& g, const std::vector<bool>& dead);
 void replace_uses(ir::Graph& g, int from, int to);
 
 // The passes.
+Status widen_storage(ir::Graph& g, PassContext& ctx);
 Status fold_constants(ir::Graph& g, PassContext& ctx);
 Status fold_batchnorm(ir::Graph& g, PassContext& ctx);
 Status eliminate_identity(ir::Graph& g, PassContext& ctx);

@@ -3,6 +3,8 @@
 namespace tac::builder {
 
 // Order matters:
+// 0. widen_storage before everything: the other passes and the tactics see the fp32 graph a model
+//    stored in fp16 / bf16 computes in (and fold the constants it widened).
 // 1. fold_constants first: with input shapes bound, Shape/Gather/Concat chains become constants,
 //    which the shape-dependent passes and shape inference need (and a Transpose of a weight
 //    becomes a plain constant, so eliminate_transpose never needs to look at one).
@@ -26,6 +28,10 @@ namespace tac::builder {
 // 8. fuse_elementwise last: it chains what the epilogues did not take.
 std::span<const Pass> pass_pipeline() {
   static const Pass kPasses[] = {
+      {"widen_storage",
+       "compute a model stored in fp16 / bf16 in fp32 between its inputs and outputs (constants widened exactly, Casts "
+       "at the boundary); precision.default, which follows the stored type, narrows the layers again",
+       true, widen_storage},
       {"fold_constants", "evaluate nodes whose inputs are all constant (and Shape of known shapes) at build time",
        true, fold_constants},
       {"eliminate_identity", "remove Identity and inference-mode Dropout nodes", true, eliminate_identity},
