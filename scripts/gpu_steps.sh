@@ -22,6 +22,10 @@
 #                                   -> OUT/check-NAME/summary.txt
 #   checktune:BUDGET                `tune --backend cuda --budget BUDGET` of every DEVPACK zoo model (default
 #                                   tolerance), then `check` of its best.route -> OUT/checktune/summary.txt
+#   fallbacks:MODELS                per model of MODELS ("yolo_head:1,lstm_audio:1"; export_models.py names,
+#                                   exported here): `build` on CUDA (fp16 default route) and its host-step
+#                                   warnings, `bench` of that plan, `check` at cos>=0.999 -> OUT/fallbacks.txt
+#                                   (one line per model), OUT/fallbacks-detail.txt (every warning)
 #   mpi:MODEL:BUDGET:NPS            tune DEVPACK's zoo MODEL on CUDA (fp16 default route, random strategy,
 #                                   seed 1) in one process, then under the carried mpirun with each -np
 #                                   of NPS (',' separated) -> OUT/mpi/<np>/summary.json, OUT/mpi-<np>.txt
@@ -42,6 +46,7 @@ need=$(for s in "$@"; do
     ncu:*) IFS=: read -r _ m b _ _ <<< "$s"; echo "$m:$b" ;;
     torch:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
     bench:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
+    fallbacks:*) IFS=: read -r _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
   esac
 done | sort -u | tr '\n' ',' | sed 's/,$//')
 ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)  # Nsight Compute, if any
@@ -107,6 +112,20 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
       bash "$root/scripts/gpu_check.sh" "$pkg" "$out/check-$name" "${extra[@]}" "$dp"/models/*/ ;;
     checktune:*)
       bash "$root/scripts/gpu_check.sh" "$pkg" "$out/checktune" --tune "${s#checktune:}" "$dp"/models/*/ ;;
+    fallbacks:*)
+      IFS=: read -r _ ms <<< "$s"
+      for mb in ${ms//,/ }; do
+        m=${mb%%:*}
+        timeout 120 tactician build "$mdir/$m/model.onnx" --backend cuda --route precision.default=fp16 -o "/tmp/$m.plan" \
+          > "/tmp/build-$m.txt" 2>&1
+        rc=$?
+        grep 'runs on the host' "/tmp/build-$m.txt" | sed "s|^|$m: |" >> "$out/fallbacks-detail.txt"
+        b=$(timeout 60 tactician bench "/tmp/$m.plan" --min-seconds 1 --json 2>&1 | tail -1)
+        c=$(timeout 120 tactician check "$mdir/$m" --backend cuda --route precision.default=fp16 --tolerance "cos>=0.999" 2>&1 |
+            grep -E "^(FAIL|ERROR|CRASH)|tests in" | tr '\n' ' ')
+        echo "$m: build rc=$rc, host steps $(grep -c 'runs on the host' "/tmp/build-$m.txt"); bench $b; check $c" >> "$out/fallbacks.txt"
+        [ $rc = 0 ] || tail -3 "/tmp/build-$m.txt" | sed "s|^|$m: |" >> "$out/fallbacks-detail.txt"
+      done ;;
     mpi:*)
       IFS=: read -r _ m budget nps <<< "$s"
       args=("$dp/models/$m/model.onnx" --backend cuda --route precision.default=fp16 --tolerance "cos>=0.999"
