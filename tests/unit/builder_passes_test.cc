@@ -527,6 +527,28 @@ TEST(BuilderPasses, EliminateIdentityUnhidesConvActivationFusion) {
   EXPECT_EQ(test::op_list(graph_of(off)), "Conv Identity Relu");
 }
 
+TEST(BuilderPasses, EliminateIdentityRemovesAPadByZeroAndKeepsARealPad) {
+  // torch's AvgPool2d export: Pad(pads all 0) -> AveragePool; then a Pad that pads.
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "2", "6", "6"});
+  test::initializer_i64(m, "zero", {8}, {0, 0, 0, 0, 0, 0, 0, 0});
+  test::initializer_i64(m, "one", {8}, {0, 0, 1, 0, 0, 0, 0, 1});
+  m.node("Pad", {"x", "zero"}, {"p"}, "pad0");
+  auto* pool = m.node("AveragePool", {"p"}, {"a"}, "pool");
+  test::attr_ints(pool, "kernel_shape", {2, 2});
+  test::attr_ints(pool, "strides", {2, 2});
+  m.node("Pad", {"a", "one"}, {"y"}, "pad1");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  auto on = build_and_check(model, "");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(test::op_list(graph_of(on)), "AveragePool Pad");
+  EXPECT_TRUE(test::log_mentions(on->plan(), "eliminate_identity: 1 nodes"));
+  auto off = build_and_check(model, "pass.eliminate_identity=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(test::op_list(graph_of(off)), "Pad AveragePool Pad");
+}
+
 TEST(BuilderPasses, DropoutWhoseMaskIsUsedStays) {
   ModelBuilder m(17);
   m.input("x", 1, {"2", "5"});

@@ -1,7 +1,27 @@
-// Identity and inference-mode Dropout (no mask output used) only forward their input.
+// Identity, inference-mode Dropout (no mask output used) and a Pad that pads nothing (all pads 0:
+// torch exports AvgPool2d as Pad(0) + AveragePool) only forward their input.
+#include <algorithm>
+
 #include "builder/passes/pass.h"
 
 namespace tac::builder {
+
+namespace {
+
+// A Pad whose pads (the constant input 1, or the attribute before opset 11) are all 0.
+bool pads_nothing(const ir::Graph& g, const ir::Node& n) {
+  if (n.op != ir::OpKind::Pad || !n.domain.empty()) return false;
+  if (const ir::Attribute* a = n.attr("pads"); a && a->type == ir::Attribute::Type::ints)
+    return std::all_of(a->ints.begin(), a->ints.end(), [](int64_t p) { return p == 0; });
+  if (n.inputs.size() < 2) return false;
+  const Tensor* p = constant_of(g, n.inputs[1]);
+  if (!p) return false;
+  for (int64_t i = 0; i < p->numel(); ++i)
+    if (p->get_i64(i) != 0) return false;
+  return true;
+}
+
+}  // namespace
 
 Status eliminate_identity(ir::Graph& g, PassContext& ctx) {
   std::vector<bool> dead(g.nodes.size(), false);
@@ -18,7 +38,7 @@ Status eliminate_identity(ir::Graph& g, PassContext& ctx) {
       }
       if (const ir::Attribute* a = n.attr("is_test"); a && a->type == ir::Attribute::Type::i && a->i == 0) continue;
     }
-    if (!(n.op == ir::OpKind::Identity && n.domain.empty()) && !dropout) continue;
+    if (!(n.op == ir::OpKind::Identity && n.domain.empty()) && !dropout && !pads_nothing(g, n)) continue;
     if (n.inputs.empty() || n.inputs[0] == ir::kNoValue || n.outputs.empty() || n.outputs[0] == ir::kNoValue) continue;
     const ir::Value& in = g.values[static_cast<size_t>(n.inputs[0])];
     if (in.type.kind != ir::ValueKind::tensor) continue;

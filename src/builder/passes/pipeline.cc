@@ -34,7 +34,7 @@ std::span<const Pass> pass_pipeline() {
        true, widen_storage},
       {"fold_constants", "evaluate nodes whose inputs are all constant (and Shape of known shapes) at build time",
        true, fold_constants},
-      {"eliminate_identity", "remove Identity and inference-mode Dropout nodes", true, eliminate_identity},
+      {"eliminate_identity", "remove Identity, inference-mode Dropout and Pad-by-zero nodes", true, eliminate_identity},
       {"eliminate_transpose", "collapse Transpose -> Transpose chains into one Transpose (none when they cancel)", true,
        eliminate_transpose},
       {"merge_reshapes", "collapse chains of Reshape/Flatten/Squeeze/Unsqueeze into one Reshape to the known shape",
