@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tactician vs ONNX Runtime 1.30 on the CPU, interleaved, several rounds; writes a Markdown report.
 #
-# usage: bench/run_cpu.sh [--rounds R] [--threads "1 2"] [--models "resnet18 bert-base ..."]
+# usage: bench/run_cpu.sh [--rounds R] [--threads "1 2"] [--models "resnet18 bert-base ..." | --wide]
 #                         [--out FILE | --no-save] [--quick]
 #
 # For each model and thread count, R rounds; each round runs Tactician once and then ORT once
@@ -20,6 +20,7 @@ cd "$ROOT"
 ROUNDS=5
 THREADS="1 2"
 MODELS="resnet18 mobilenet_v2 squeezenet1.1 bert-mini-like tiny-gpt resnet50 bert-base"
+WIDE_MODELS="mobilenet_v3_large efficientnet_b1 shufflenet_v2_x0_5 densenet121 mnasnet1_0 regnet_y_400mf resnext50_32x4d convnext_tiny yolo_head distilbert_mask lstm_audio resnet18_fp16"
 OUT=""
 SAVE=1
 QUICK=0
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --models) MODELS=$2; shift 2 ;;
+    --wide) MODELS=$WIDE_MODELS; shift ;;
     --out) OUT=$2; shift 2 ;;
     --no-save) SAVE=0; shift ;;
     --quick) QUICK=1; shift ;;
@@ -38,7 +40,8 @@ done
 CMDLINE="bench/run_cpu.sh"
 [ "$ROUNDS" != 5 ] && CMDLINE+=" --rounds $ROUNDS"
 [ "$THREADS" != "1 2" ] && CMDLINE+=" --threads \"$THREADS\""
-[ "$MODELS" != "resnet18 mobilenet_v2 squeezenet1.1 bert-mini-like tiny-gpt resnet50 bert-base" ] && CMDLINE+=" --models \"$MODELS\""
+if [ "$MODELS" = "$WIDE_MODELS" ]; then CMDLINE+=" --wide"
+elif [ "$MODELS" != "resnet18 mobilenet_v2 squeezenet1.1 bert-mini-like tiny-gpt resnet50 bert-base" ]; then CMDLINE+=" --models \"$MODELS\""; fi
 [ "$QUICK" = 1 ] && CMDLINE+=" --quick"
 
 TACTICIAN=${TACTICIAN:-build/tactician}
@@ -50,11 +53,11 @@ if [ "$QUICK" = 1 ]; then
   ORT_ARGS="--min-runs 5 --min-s 0.5 --warmup-s 0.2 $ORT_ARGS"
 fi
 
+# The zoo's models from ../shared/models; resnet50, bert-base and the wider set of issue 31
+# (--wide: bench/export_models.py --only wide) from bench/models.
 model_path() {
-  case "$1" in
-    resnet50|bert-base) echo "$ROOT/bench/models/$1/model.onnx" ;;
-    *) echo "$SHARED_MODELS/$1/model.onnx" ;;
-  esac
+  if [ -f "$SHARED_MODELS/$1/model.onnx" ]; then echo "$SHARED_MODELS/$1/model.onnx"
+  else echo "$ROOT/bench/models/$1/model.onnx"; fi
 }
 
 # ---- FMA peak ----
