@@ -103,10 +103,18 @@ Assignment assign(const ir::Graph& g, const std::vector<Layout>& target, const s
       for (const auto& [l, k] : count)
         if (l != Layout::nchw && k > best_n) best = l, best_n = k;
       if (best != Layout::nchw && acts - best_n <= acts - count[Layout::nchw]) {
-        std::vector<Layout> try_in(n.inputs.size(), Layout::nchw);
+        // First reading every input as it is (a squeeze-excitation scale stays plain), then
+        // every activation in `best`.
+        std::vector<Layout> as_is(n.inputs.size(), Layout::nchw), try_in(n.inputs.size(), Layout::nchw);
         for (size_t k = 0; k < n.inputs.size(); ++k)
-          if (n.inputs[k] != ir::kNoValue && !is_const(g, n.inputs[k])) try_in[k] = best;
-        if (runs_in(g, n, try_in, best, threads, pinned[i], b)) {
+          if (n.inputs[k] != ir::kNoValue && !is_const(g, n.inputs[k])) {
+            as_is[k] = cur_of(n.inputs[k]);
+            try_in[k] = best;
+          }
+        if (as_is != try_in && runs_in(g, n, as_is, best, threads, pinned[i], b)) {
+          in = as_is;
+          out = best;
+        } else if (runs_in(g, n, try_in, best, threads, pinned[i], b)) {
           in = try_in;
           out = best;
         }

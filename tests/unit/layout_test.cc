@@ -234,6 +234,31 @@ TEST(LayoutTactics, RawBufferElementwiseAndConcat) {
                             {false, true, true}, 1, {l}, l);
     EXPECT_EQ(bad.status.kind(), ErrorKind::not_applicable) << "Clip(0.1, 0.5)" << in;
     EXPECT_EQ(find_tactic(ir::OpKind::Sigmoid, "raw_buffer"), nullptr);
+    // Mul by a per-channel scale (squeeze-excitation): the scale [N|1, C, 1, 1] in the output's
+    // layout or plain, or a constant of C values; C = 24 is not a multiple of 16 (the blocked
+    // padding), so a plain operand applies in blocked layouts only when C is a multiple of 8.
+    ir::Node mul = make_node("Mul", 2, 1);
+    for (const Shape& ss : {Shape{1, 24, 1, 1}, Shape{24, 1, 1}})
+      for (Layout sl : {l, Layout::nchw})
+        for (bool constant : {false, true}) {
+          if (constant && (sl != Layout::nchw || ss.size() != 3)) continue;
+          if (!constant && ss.size() != 4) continue;
+          const std::string what = "per-channel Mul, scale " + shape_to_string(ss) + (constant ? " constant" : " in ") +
+                                   (constant ? "" : ir::layout_name(sl)) + in;
+          auto r = check_tactic(*find_tactic(mul.op, "raw_buffer"), mul,
+                                {random_tensor(DType::float32, s, 3), random_tensor(DType::float32, ss, 4)}, {false, constant},
+                                2, {l, sl}, l);
+          if (l == Layout::nchw) EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << what;
+          else if (ir::is_blocked(l) && sl == Layout::nchw && 24 % ir::layout_block(l) != 0)
+            EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << what;
+          else expect_close(r, 1e-6, what);
+        }
+    // The scale first, and a batch of 2 with its own scales per image.
+    if (l != Layout::nchw)
+      expect_close(check_tactic(*find_tactic(mul.op, "raw_buffer"), mul,
+                                {random_tensor(DType::float32, {2, 24, 1, 1}, 4), random_tensor(DType::float32, {2, 24, 5, 7}, 3)},
+                                {false, false}, 2, {l, l}, l),
+                   1e-6, "per-channel Mul, scale first, batch 2" + in);
     // Broadcasting an operand would touch the padding.
     ir::Node add = make_node("Add", 2, 1);
     auto bc = check_tactic(*find_tactic(add.op, "raw_buffer"), add,
@@ -348,6 +373,51 @@ ir::Model small_cnn() {
   m.output("y", 1, {});
   m.output("cat", 1, {});
   return load(m);
+}
+
+// Squeeze-excitation (EfficientNet, MobileNetV3, RegNet): x * Sigmoid(Conv(Relu(Conv(GAP(x))))).
+// The scale Mul stays in the convolutions' layout: no Reformat around it (each cost more than the
+// Mul itself on efficientnet_b1).
+ir::Model se_block(int64_t c) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", std::to_string(c), "9", "9"});
+  test::initializer_random(m, "w0", {c, c, 3, 3}, 31, 0.2f);
+  auto* c0 = m.node("Conv", {"x", "w0"}, {"a"}, "conv0");
+  test::attr_ints(c0, "pads", {1, 1, 1, 1});
+  m.node("GlobalAveragePool", {"a"}, {"g"}, "gap");
+  test::initializer_random(m, "w1", {8, c, 1, 1}, 32, 0.3f);
+  m.node("Conv", {"g", "w1"}, {"h"}, "fc1");
+  m.node("Relu", {"h"}, {"hr"}, "relu");
+  test::initializer_random(m, "w2", {c, 8, 1, 1}, 33, 0.3f);
+  m.node("Conv", {"hr", "w2"}, {"e"}, "fc2");
+  m.node("Sigmoid", {"e"}, {"sc"}, "sigmoid");
+  m.node("Mul", {"a", "sc"}, {"y0"}, "scale");
+  test::initializer_random(m, "w3", {c, c, 1, 1}, 34, 0.2f);
+  m.node("Conv", {"y0", "w3"}, {"y"}, "conv3");
+  m.output("y", 1, {});
+  return load(m);
+}
+
+TEST(LayoutRewrite, SqueezeExcitationScaleStaysInTheLayout) {
+  for (int64_t c : {32, 24})
+    for (const char* l : {"nhwc", "blocked"}) {
+      SCOPED_TRACE(std::to_string(c) + " channels, " + l);
+      // The scale is read as Sigmoid writes it (plain) where the layout allows: one Reformat less.
+      auto e = build_and_check(se_block(c), std::string("layout.default=") + l);
+      ASSERT_TRUE(e);
+      const builder::Plan& p = e->plan();
+      for (const builder::PlanStep& st : p.steps) {
+        const ir::Node& n = p.model.graph.nodes[static_cast<size_t>(st.node)];
+        if (n.op != ir::OpKind::Mul) continue;
+        EXPECT_EQ(std::string(st.tactic->name), "raw_buffer");
+        // The activation is read where conv0 wrote it, and the product is written in that
+        // layout for conv3, no Reformat on the way.
+        const int prod = p.model.graph.values[static_cast<size_t>(n.inputs[0])].producer;
+        ASSERT_GE(prod, 0);
+        EXPECT_NE(p.model.graph.nodes[static_cast<size_t>(prod)].op, ir::OpKind::Reformat) << test::op_list(p.model.graph);
+        EXPECT_NE(p.model.graph.values[static_cast<size_t>(n.outputs[0])].layout, Layout::nchw);
+      }
+    }
 }
 
 TEST(LayoutRewrite, NchwRouteIsPlain) {

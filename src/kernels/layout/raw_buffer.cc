@@ -1,6 +1,7 @@
 #include "kernels/layout/raw_buffer.h"
 
 #include <cmath>
+#include <optional>
 
 #include "ir/elementwise_chain.h"
 
@@ -59,6 +60,41 @@ bool keeps_zero(const StepDesc& s) {
   }
 }
 
+// Mul of an activation in nhwc / blocked layout `l` by a per-channel operand ([N or 1, C, 1, 1],
+// or a constant of C values: squeeze-excitation's scale, ConvNeXt's layer scale) as the plain
+// broadcast Mul over the buffers: nhwc [N, H*W, C] x [N|1, 1, C]; blocked [N, Cb, H*W, B] x
+// [N|1, Cb, 1, B] (the operand in the same blocked layout, or plain with C a multiple of B). The
+// padding of a blocked output stays zero: the activation's is, and 0 times a finite scale is 0.
+// Empty when the step is not such a Mul.
+std::optional<StepDesc> channel_scale_equivalent(const StepDesc& s, Layout l, const StepDesc& plain) {
+  if (s.node->op != OpKind::Mul || s.in_shapes.size() != 2 || !s.has_input(0) || !s.has_input(1)) return std::nullopt;
+  const Shape& y = s.out_shapes[0];
+  const size_t big = s.in_shapes[0] == y && !s.constants[0] && s.in_layout(0) == l ? 0 : 1;
+  const size_t other = 1 - big;
+  if (s.in_shapes[big] != y || s.constants[big] || s.in_layout(big) != l) return std::nullopt;
+  const Shape& o = s.in_shapes[other];
+  if (o.size() > 4 || s.in_dtypes[other] != s.out_dtypes[0]) return std::nullopt;
+  Shape o4(4 - o.size(), 1);
+  o4.insert(o4.end(), o.begin(), o.end());
+  const int64_t N = y[0], C = y[1], HW = y[2] * y[3];
+  if (o4[1] != C || o4[2] != 1 || o4[3] != 1 || (o4[0] != N && o4[0] != 1) || C == 1) return std::nullopt;
+  // How the operand's C values lie in memory: plain (a constant, or an nchw activation), or in `l`.
+  const Layout lo = s.constants[other] ? Layout::nchw : s.in_layout(other);
+  if (lo != Layout::nchw && lo != l) return std::nullopt;
+  StepDesc p = plain;
+  if (l == Layout::nhwc) {
+    p.in_shapes[big] = {N, HW, C};
+    p.in_shapes[other] = {o4[0], 1, C};
+  } else {
+    const int64_t B = ir::layout_block(l), Cb = (C + B - 1) / B;
+    if (lo == Layout::nchw && C % B != 0) return std::nullopt;
+    p.in_shapes[big] = {N, Cb, HW, B};
+    p.in_shapes[other] = {o4[0], Cb, 1, B};
+  }
+  p.out_shapes[0] = p.in_shapes[big];
+  return p;
+}
+
 // The plain step computing the same thing on `s`'s buffers: elementwise over the whole buffer
 // as one row, Concat over [N, C, H, W] (blocked: image-major blocks) or [N*H*W, C] (nhwc).
 Result<StepDesc> plain_equivalent(const StepDesc& s, Backend b) {
@@ -87,6 +123,7 @@ Result<StepDesc> plain_equivalent(const StepDesc& s, Backend b) {
     }
     return p;
   }
+  if (auto scaled = channel_scale_equivalent(s, l, p)) return *scaled;
   if (!keeps_zero(s)) return not_applicable("an op with f(0) = 0 (the padding must stay zero)");
   const Shape& y = s.out_shapes[0];
   for (size_t i = 0; i < s.in_shapes.size(); ++i) {
@@ -159,7 +196,7 @@ Result<std::unique_ptr<Kernel>> raw_prepare(const StepDesc& s) {
 void add_raw_buffer_tactics(std::vector<Tactic>& t, Backend b) {
   const char* help =
       "nhwc / blocked: the plain tactic on the whole buffer (elementwise with f(0) = 0, inputs of one shape and "
-      "layout) or on the equivalent plain shapes (Concat along channels)";
+      "layout) or on the equivalent plain shapes (Concat along channels, Mul by a per-channel scale)";
   for (OpKind op : {OpKind::Relu, OpKind::LeakyRelu, OpKind::Tanh, OpKind::Neg, OpKind::Abs, OpKind::Clip, OpKind::Add,
                     OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Sum, OpKind::FusedElementwise,
                     OpKind::Concat}) {
