@@ -5,6 +5,7 @@
 
 #include "builder/precision.h"
 #include "builder_test_util.h"
+#include "ir/epilogue.h"
 
 namespace tac {
 namespace {
@@ -247,6 +248,44 @@ TEST(BuilderPasses, ConvOutputThatIsAGraphOutputIsNotFusedAway) {
   auto e2 = build_and_check(model2, "");
   ASSERT_TRUE(e2);
   EXPECT_EQ(test::op_list(graph_of(e2)), "FusedConv Relu");
+}
+
+// SiLU as torch exports it (EfficientNet, YOLO): Conv -> y * Sigmoid(y) becomes one FusedConv with
+// a silu epilogue; not when y has a third reader.
+TEST(BuilderPasses, FuseConvAbsorbsSiluWrittenAsSigmoidAndMul) {
+  for (bool third_user : {false, true}) {
+    SCOPED_TRACE(third_user ? "y also read by a Relu" : "plain SiLU");
+    ModelBuilder m(17);
+    m.input("x", 1, {"1", "3", "7", "7"});
+    test::initializer_random(m, "w", {4, 3, 3, 3}, 41, 0.4f);
+    test::initializer_random(m, "b", {4}, 42);
+    auto* c = m.node("Conv", {"x", "w", "b"}, {"y"}, "conv");
+    test::attr_ints(c, "pads", {1, 1, 1, 1});
+    m.node("Sigmoid", {"y"}, {"s"}, "sigmoid");
+    m.node("Mul", {"s", "y"}, {"z"}, "mul");
+    if (third_user) {
+      m.node("Relu", {"y"}, {"r"}, "relu");
+      m.node("Add", {"z", "r"}, {"out"}, "add");
+    } else {
+      m.node("Identity", {"z"}, {"out"}, "id");
+    }
+    m.output("out", 1, {});
+    ir::Model model = load(m);
+    auto on = build_and_check(model, "");
+    ASSERT_TRUE(on);
+    if (third_user) {
+      EXPECT_EQ(test::count_op(graph_of(on), "Sigmoid"), 1) << test::op_list(graph_of(on));
+      continue;
+    }
+    EXPECT_EQ(test::op_list(graph_of(on)), "FusedConv Identity");
+    const ir::Node& fused = graph_of(on).nodes[0];
+    auto ep = ir::epilogue_of(fused);
+    ASSERT_TRUE(ep.is_ok());
+    EXPECT_EQ(ep->act, ir::Epilogue::Act::silu);
+    auto off = build_and_check(model, "pass.fuse_conv=off");
+    ASSERT_TRUE(off);
+    EXPECT_EQ(test::op_list(graph_of(off)), "Conv Sigmoid Mul Identity");
+  }
 }
 
 TEST(BuilderPasses, ConvAddOfAConstantIsNotAResidual) {

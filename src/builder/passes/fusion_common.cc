@@ -146,6 +146,25 @@ std::optional<std::vector<int64_t>> transpose_perm(const ir::Graph& g, const ir:
 
 std::optional<ir::Epilogue> absorb_activation(const ir::Graph& g, const std::vector<std::vector<int>>& users,
                                               std::vector<bool>& dead, int& y, std::string& what) {
+  // SiLU as exporters write it, y * Sigmoid(y): y's only users are the Sigmoid and the Mul that
+  // takes y and the Sigmoid's output (its only user).
+  const std::vector<int>& u = users[static_cast<size_t>(y)];
+  if (u.size() == 2 && u[0] >= 0 && u[1] >= 0 && u[0] != u[1])
+    for (size_t k = 0; k < 2; ++k) {
+      const ir::Node& sig = g.nodes[static_cast<size_t>(u[k])];
+      const ir::Node& mul = g.nodes[static_cast<size_t>(u[1 - k])];
+      if (!is_op(sig, ir::OpKind::Sigmoid, 1) || !is_op(mul, ir::OpKind::Mul, 2)) continue;
+      if (dead[static_cast<size_t>(sig.index)] || dead[static_cast<size_t>(mul.index)]) continue;
+      const int s = sig.outputs[0];
+      if (!has_single_user(users, s) || users[static_cast<size_t>(s)][0] != mul.index) continue;
+      if (!((mul.inputs[0] == y && mul.inputs[1] == s) || (mul.inputs[1] == y && mul.inputs[0] == s))) continue;
+      dead[static_cast<size_t>(sig.index)] = dead[static_cast<size_t>(mul.index)] = true;
+      y = mul.outputs[0];
+      what += " + " + sig.label() + " + " + mul.label();
+      ir::Epilogue e;
+      e.act = ir::Epilogue::Act::silu;
+      return e;
+    }
   if (!has_single_user(users, y)) return std::nullopt;
   const ir::Node& act = g.nodes[static_cast<size_t>(users[static_cast<size_t>(y)][0])];
   if (dead[static_cast<size_t>(act.index)]) return std::nullopt;

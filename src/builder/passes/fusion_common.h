@@ -15,8 +15,9 @@ namespace tac::builder {
 // Gelu only in its exact, erf form).
 std::optional<ir::Epilogue> activation_of(const ir::Graph& g, const ir::Node& n);
 
-// When the single user of value `y` is a fusable activation not yet absorbed, absorbs it: marks
-// it dead, moves `y` to its output, appends its label to `what` and returns its epilogue.
+// When the single user of value `y` is a fusable activation not yet absorbed (or y's two users
+// are the Sigmoid and Mul of y * Sigmoid(y), SiLU), absorbs it: marks it dead, moves `y` to its
+// output, appends its label to `what` and returns its epilogue.
 std::optional<ir::Epilogue> absorb_activation(const ir::Graph& g, const std::vector<std::vector<int>>& users,
                                               std::vector<bool>& dead, int& y, std::string& what);
 
