@@ -5,7 +5,8 @@ namespace tac::ir {
 namespace {
 constexpr Epilogue::Act kActs[] = {Epilogue::Act::none,    Epilogue::Act::relu, Epilogue::Act::clip,
                                    Epilogue::Act::leaky_relu, Epilogue::Act::sigmoid, Epilogue::Act::tanh,
-                                   Epilogue::Act::hard_sigmoid, Epilogue::Act::gelu, Epilogue::Act::silu};
+                                   Epilogue::Act::hard_sigmoid, Epilogue::Act::gelu, Epilogue::Act::silu,
+                                   Epilogue::Act::hard_swish};
 }
 
 const char* activation_name(Epilogue::Act a) {
@@ -19,6 +20,7 @@ const char* activation_name(Epilogue::Act a) {
     case Epilogue::Act::hard_sigmoid: return "HardSigmoid";
     case Epilogue::Act::gelu: return "Gelu";
     case Epilogue::Act::silu: return "Silu";
+    case Epilogue::Act::hard_swish: return "HardSwish";
   }
   return "";
 }

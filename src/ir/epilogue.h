@@ -11,7 +11,7 @@
 namespace tac::ir {
 
 struct Epilogue {
-  enum class Act { none, relu, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, gelu, silu };
+  enum class Act { none, relu, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, gelu, silu, hard_swish };
   Act act = Act::none;
   float alpha = 0;  // Clip: min; LeakyRelu: alpha; HardSigmoid: alpha
   float beta = 0;   // Clip: max; HardSigmoid: beta
@@ -33,6 +33,7 @@ struct Epilogue {
       case Act::hard_sigmoid: { double v = alpha * x + beta; return v < 0 ? 0 : (v > 1 ? 1 : v); }
       case Act::gelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
       case Act::silu: return x / (1.0 + std::exp(-x));
+      case Act::hard_swish: { double v = x / 6.0 + 0.5; return x * (v < 0 ? 0 : (v > 1 ? 1 : v)); }
     }
     return x;
   }

@@ -288,6 +288,27 @@ TEST(BuilderPasses, FuseConvAbsorbsSiluWrittenAsSigmoidAndMul) {
   }
 }
 
+// MobileNetV3's HardSwish after a convolution goes into the epilogue.
+TEST(BuilderPasses, FuseConvAbsorbsHardSwish) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "3", "7", "7"});
+  test::initializer_random(m, "w", {4, 3, 3, 3}, 43, 0.6f);
+  auto* c = m.node("Conv", {"x", "w"}, {"y"}, "conv");
+  test::attr_ints(c, "pads", {1, 1, 1, 1});
+  m.node("HardSwish", {"y"}, {"z"}, "hswish");
+  m.output("z", 1, {});
+  ir::Model model = load(m);
+  auto on = build_and_check(model, "");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(test::op_list(graph_of(on)), "FusedConv");
+  auto ep = ir::epilogue_of(graph_of(on).nodes[0]);
+  ASSERT_TRUE(ep.is_ok());
+  EXPECT_EQ(ep->act, ir::Epilogue::Act::hard_swish);
+  auto off = build_and_check(model, "pass.fuse_conv=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(test::op_list(graph_of(off)), "Conv HardSwish");
+}
+
 TEST(BuilderPasses, ConvAddOfAConstantIsNotAResidual) {
   ModelBuilder m(17);
   m.input("x", 1, {"1", "2", "5", "5"});

@@ -111,7 +111,8 @@ TEST(GemmTactics, FusedMatMulEpilogues) {
   using A = ir::Epilogue::Act;
   const std::vector<ir::Epilogue> acts = {{A::none, 0, 0},      {A::relu, 0, 0},         {A::clip, -0.5f, 0.7f},
                                           {A::leaky_relu, 0.1f, 0}, {A::sigmoid, 0, 0},  {A::tanh, 0, 0},
-                                          {A::hard_sigmoid, 0.2f, 0.5f}, {A::gelu, 0, 0}, {A::silu, 0, 0}};
+                                          {A::hard_sigmoid, 0.2f, 0.5f}, {A::gelu, 0, 0}, {A::silu, 0, 0},
+                                          {A::hard_swish, 0, 0}};
   struct Variant {
     Shape a, b, res;
     bool trans_b, bias;

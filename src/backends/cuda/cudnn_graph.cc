@@ -341,7 +341,8 @@ Result<std::pair<cudnnPointwiseMode_t, PointwiseParams>> pointwise_of(const ir::
     case A::gelu: return std::make_pair(CUDNN_POINTWISE_GELU_FWD, p);  // erf GELU (GELU_APPROX_TANH_FWD is the other)
     case A::silu: return std::make_pair(CUDNN_POINTWISE_SWISH_FWD, p);  // x * sigmoid(beta x), beta 1
     case A::none:
-    case A::hard_sigmoid: break;
+    case A::hard_sigmoid:
+    case A::hard_swish: break;
   }
   return Status(ErrorKind::not_applicable, "no cuDNN pointwise mode for this activation");
 }

@@ -13,6 +13,7 @@ std::optional<ir::Epilogue> activation_of(const ir::Graph& g, const ir::Node& n)
     case ir::OpKind::Relu: e.act = ir::Epilogue::Act::relu; break;
     case ir::OpKind::Sigmoid: e.act = ir::Epilogue::Act::sigmoid; break;
     case ir::OpKind::Tanh: e.act = ir::Epilogue::Act::tanh; break;
+    case ir::OpKind::HardSwish: e.act = ir::Epilogue::Act::hard_swish; break;
     case ir::OpKind::LeakyRelu:
       e.act = ir::Epilogue::Act::leaky_relu;
       e.alpha = fattr("alpha", 0.01f);

@@ -112,6 +112,7 @@ class LowpConvKernel final : public Kernel {
       case ir::Epilogue::Act::tanh: po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
       case ir::Epilogue::Act::gelu: po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f); break;
       case ir::Epilogue::Act::silu: po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f); break;
+      case ir::Epilogue::Act::hard_swish: po.append_eltwise(1.0f, alg::eltwise_hardswish, 1.0f / 6.0f, 0.5f); break;
       case ir::Epilogue::Act::hard_sigmoid:
         po.append_eltwise(1.0f, alg::eltwise_linear, a, b);
         po.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);

@@ -56,7 +56,7 @@ __device__ __forceinline__ float apply_unary(Unary op, float x, float alpha, flo
   return x;
 }
 
-// ir::Epilogue::Act: none, relu, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, gelu, silu.
+// ir::Epilogue::Act: none, relu, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, gelu, silu, hard_swish.
 __device__ __forceinline__ float apply_act(int act, float x, float alpha, float beta) {
   switch (act) {
     case 1: return apply_unary(Unary::relu, x, alpha, beta);
@@ -67,6 +67,7 @@ __device__ __forceinline__ float apply_act(int act, float x, float alpha, float 
     case 6: return apply_unary(Unary::hard_sigmoid, x, alpha, beta);
     case 7: return apply_unary(Unary::gelu, x, alpha, beta);
     case 8: return apply_unary(Unary::silu, x, alpha, beta);
+    case 9: return apply_unary(Unary::hard_swish, x, alpha, beta);
     default: return x;
   }
 }

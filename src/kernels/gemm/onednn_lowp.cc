@@ -139,6 +139,7 @@ class LowpMatmulKernel final : public Kernel {
       case A::tanh: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f); break;
       case A::gelu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f); break;
       case A::silu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f); break;
+      case A::hard_swish: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 1.0f / 6.0f, 0.5f); break;
       case A::hard_sigmoid:
         po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, p_.act.alpha, p_.act.beta);
         po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 1.0f);

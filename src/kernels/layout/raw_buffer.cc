@@ -27,7 +27,7 @@ Status rank4_float(const StepDesc& s, Backend b) {
 
 bool keeps_zero(const StepDesc& s) {
   switch (s.node->op) {
-    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Tanh: case OpKind::Neg: case OpKind::Abs:
+    case OpKind::Relu: case OpKind::LeakyRelu: case OpKind::Tanh: case OpKind::Neg: case OpKind::Abs: case OpKind::HardSwish:
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Max: case OpKind::Min: case OpKind::Sum:
       return true;
     case OpKind::Clip: {  // bounds as attributes (opset < 11) or constant scalar inputs
@@ -197,9 +197,9 @@ void add_raw_buffer_tactics(std::vector<Tactic>& t, Backend b) {
   const char* help =
       "nhwc / blocked: the plain tactic on the whole buffer (elementwise with f(0) = 0, inputs of one shape and "
       "layout) or on the equivalent plain shapes (Concat along channels, Mul by a per-channel scale)";
-  for (OpKind op : {OpKind::Relu, OpKind::LeakyRelu, OpKind::Tanh, OpKind::Neg, OpKind::Abs, OpKind::Clip, OpKind::Add,
-                    OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Sum, OpKind::FusedElementwise,
-                    OpKind::Concat}) {
+  for (OpKind op : {OpKind::Relu, OpKind::LeakyRelu, OpKind::Tanh, OpKind::Neg, OpKind::Abs, OpKind::HardSwish,
+                    OpKind::Clip, OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Sum,
+                    OpKind::FusedElementwise, OpKind::Concat}) {
     if (b == Backend::cpu)
       t.push_back(Tactic{"raw_buffer", op, help, raw_applies<Backend::cpu>, raw_cost<Backend::cpu>,
                          raw_prepare<Backend::cpu>, b, /*layouts=*/true});
