@@ -284,6 +284,28 @@ TEST(LayoutTactics, RawBufferElementwiseAndConcat) {
   }
 }
 
+// Inference BatchNormalization in nhwc / blocked (channel_affine) against the reference, C = 24
+// (blocked: a partial last block whose padding must stay zero), variances positive.
+TEST(LayoutTactics, ChannelAffineBatchNormMatchesReference) {
+  const kernels::Tactic* t = find_tactic(ir::OpKind::BatchNormalization, "channel_affine");
+  ASSERT_NE(t, nullptr);
+  ir::Node bn = make_node("BatchNormalization", 5, 1, 15);
+  set_attr(bn, "epsilon", 1e-3f);
+  Tensor var = random_tensor(DType::float32, {24}, 14);
+  for (int64_t i = 0; i < 24; ++i) var.set_f64(i, 0.5 + std::fabs(var.get_f64(i)));
+  for (Layout l : kLayouts) {
+    const std::string in = std::string(" in ") + ir::layout_name(l);
+    for (const Shape& s : {Shape{1, 24, 5, 7}, Shape{2, 24, 3, 1}}) {
+      auto r = check_tactic(*t, bn,
+                            {random_tensor(DType::float32, s, 10), random_tensor(DType::float32, {24}, 11),
+                             random_tensor(DType::float32, {24}, 12), random_tensor(DType::float32, {24}, 13), var},
+                            {false, true, true, true, true}, 2, {l}, l);
+      if (l == Layout::nchw) EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << in;
+      else expect_close(r, 1e-5, "BatchNormalization " + shape_to_string(s) + in);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- the rewrite
 
 ir::Model load(const ModelBuilder& mb) {
@@ -418,6 +440,39 @@ TEST(LayoutRewrite, SqueezeExcitationScaleStaysInTheLayout) {
         EXPECT_NE(p.model.graph.values[static_cast<size_t>(n.outputs[0])].layout, Layout::nchw);
       }
     }
+}
+
+// DenseNet's pre-activation: Concat -> BatchNormalization -> Relu -> Conv stays in the layout.
+TEST(LayoutRewrite, BatchNormBetweenConvolutionsStaysInTheLayout) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "16", "8", "8"});
+  test::initializer_random(m, "w0", {16, 16, 3, 3}, 51, 0.2f);
+  auto* c0 = m.node("Conv", {"x", "w0"}, {"a"}, "conv0");
+  test::attr_ints(c0, "pads", {1, 1, 1, 1});
+  test::attr_i(m.node("Concat", {"x", "a"}, {"cat"}, "concat"), "axis", 1);
+  test::initializer_positive(m, "scale", {32}, 52);
+  test::initializer_random(m, "bias", {32}, 53);
+  test::initializer_random(m, "mean", {32}, 54);
+  test::initializer_positive(m, "var", {32}, 55);
+  m.node("BatchNormalization", {"cat", "scale", "bias", "mean", "var"}, {"n"}, "bn");
+  m.node("Relu", {"n"}, {"r"}, "relu");
+  test::initializer_random(m, "w1", {8, 32, 1, 1}, 56, 0.2f);
+  m.node("Conv", {"r", "w1"}, {"y"}, "conv1");
+  m.output("y", 1, {});
+  const ir::Model model = load(m);
+  for (const char* l : {"nhwc", "blocked"}) {
+    SCOPED_TRACE(l);
+    auto e = build_and_check(model, std::string("layout.default=") + l);
+    ASSERT_TRUE(e);
+    const builder::Plan& p = e->plan();
+    for (const builder::PlanStep& st : p.steps) {
+      if (p.model.graph.nodes[static_cast<size_t>(st.node)].op == ir::OpKind::BatchNormalization) {
+        EXPECT_EQ(std::string(st.tactic->name), "channel_affine");
+      }
+    }
+    // Only the input's and the output's Reformats remain.
+    EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Reformat), 2) << test::op_list(p.model.graph);
+  }
 }
 
 TEST(LayoutRewrite, NchwRouteIsPlain) {

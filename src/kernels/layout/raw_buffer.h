@@ -17,5 +17,7 @@ namespace tac::kernels {
 
 // Appends backend `b`'s raw_buffer tactics (one per op above) to `t`.
 void add_raw_buffer_tactics(std::vector<Tactic>& t, Backend b);
+// Appends channel_affine (channel_affine.cc): BatchNormalization in nhwc / blocked, CPU.
+void add_channel_affine_tactics(std::vector<Tactic>& t);
 
 }  // namespace tac::kernels

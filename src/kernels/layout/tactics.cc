@@ -269,6 +269,7 @@ std::span<const Tactic> layout_tactics() {
       add("onednn_pool", op, "oneDNN pooling on the activation's own layout (nhwc, blocked), fp32 or bf16", pool_applies,
           pool_cost, pool_prepare);
     add_raw_buffer_tactics(t, Backend::cpu);
+    add_channel_affine_tactics(t);
     return t;
   }();
   return table;
