@@ -94,15 +94,39 @@ std::string Route::to_string() const {
   return s;
 }
 
+namespace {
+
+// Levenshtein distance (insertions, deletions, substitutions).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
 Status validate_route(const Route& route, const KnobSpace& space) {
   for (const auto& [k, v] : route.values) {
     const Knob* knob = space.find(k);
     if (!knob) {
-      // Suggest knobs sharing the prefix before the first dot: the usual typo is in the suffix.
-      std::string prefix = k.substr(0, k.find('.') + 1), near;
-      int shown = 0;
+      // Suggest the five knobs sharing the prefix before the first dot (the usual typo is in the
+      // suffix) closest to the name by edit distance.
+      const std::string prefix = k.substr(0, k.find('.') + 1);
+      std::vector<std::pair<size_t, std::string>> like;
       for (const Knob& c : space.knobs())
-        if (!prefix.empty() && c.name.rfind(prefix, 0) == 0 && shown++ < 5) near += (near.empty() ? "" : ", ") + c.name;
+        if (!prefix.empty() && c.name.rfind(prefix, 0) == 0) like.emplace_back(edit_distance(k, c.name), c.name);
+      std::stable_sort(like.begin(), like.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::string near;
+      for (size_t i = 0; i < like.size() && i < 5; ++i) near += (near.empty() ? "" : ", ") + like[i].second;
       return invalid_argument("route: unknown knob '" + k + "'" + (near.empty() ? "" : " (knobs like it: " + near + ")") +
                               "; `tactician knobs MODEL` lists them");
     }
