@@ -35,7 +35,8 @@ std::vector<const Tactic*> tactics_for(ir::OpKind op, bool planted_faults) {
   std::vector<const Tactic*> out;
   // Explicit list of the family tables; the reference fallback goes last.
   for (std::span<const Tactic> table : {gemm_tactics(), conv_tactics(), elementwise_tactics(), attention_tactics(),
-                                         chain_tactics(), precision_tactics(), layout_tactics(), reference_tactics()})
+                                         chain_tactics(), precision_tactics(), resize_tactics(), pad_tactics(),
+                                         rnn_tactics(), layout_tactics(), reference_tactics()})
     for (const Tactic& t : table)
       if (t.op == op) out.push_back(&t);
   if (planted_faults)

@@ -136,6 +136,9 @@ std::span<const Tactic> elementwise_tactics();
 std::span<const Tactic> attention_tactics();
 std::span<const Tactic> chain_tactics();  // FusedElementwise
 std::span<const Tactic> precision_tactics();  // Cast fp32<->bf16, QuantizeLinear (precision rewrite)
+std::span<const Tactic> resize_tactics();  // Resize / Upsample (kernels/resize/cpu_resize.cc)
+std::span<const Tactic> pad_tactics();  // Pad, any element size (kernels/elementwise/pad.cc)
+std::span<const Tactic> rnn_tactics();  // LSTM / GRU / RNN through oneDNN (kernels/rnn/onednn_rnn.cc)
 std::span<const Tactic> layout_tactics();  // Reformat, and pooling / elementwise / Concat in nhwc and blocked layouts
 std::span<const Tactic> planted_fault_tactics();  // see tactics_for()
 // CUDA tables (empty spans in a build without CUDA): src/kernels/<family>/cuda_*.cc.
