@@ -266,6 +266,8 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   ir::Model m = src;
   ir::Graph& g = m.graph;
   name_nodes(g);
+  std::vector<DType> declared_outputs;
+  for (int v : g.outputs) declared_outputs.push_back(g.values[static_cast<size_t>(v)].type.dtype);
   // The plan trusts only the types it derives (shape inference rules and probes, both exact for
   // the bound input shapes), not those the file declares for computed values: a declared output
   // shape of a data-dependent node can be wrong (the reference interpreter ignores it too), and
@@ -284,7 +286,7 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
     }
   }
   TAC_RETURN_IF_ERROR(complete_shapes(m));
-  PassContext ctx{m, {}, 1};
+  PassContext ctx{m, {}, 1, declared_outputs};
   for (const Pass& p : pass_pipeline()) {
     if (!route.on(std::string(knob::kPass) + p.name)) continue;
     // Re-run a pass while it changes the graph: folding a Shape makes the next Reshape's shape

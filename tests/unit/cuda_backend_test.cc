@@ -270,7 +270,7 @@ TEST(CudaBackend, FusedElementwiseFollowsLowPrecision) {
     mb.output("y", 1, {});
     ir::Model m = mb.load().value();
     ASSERT_TRUE(ir::infer_shapes(m).is_ok());
-    builder::PassContext ctx{m, {}, 1};
+    builder::PassContext ctx{m, {}, 1, {}};
     ASSERT_TRUE(builder::fuse_elementwise(m.graph, ctx).is_ok());
     ASSERT_EQ(test::count_op(m.graph, "FusedElementwise"), 1) << test::op_list(m.graph);
     ASSERT_TRUE(ir::infer_shapes(m).is_ok());

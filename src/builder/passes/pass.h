@@ -14,6 +14,9 @@ struct PassContext {
   ir::Model& model;
   std::vector<std::string> log;  // one line per rewrite: "fold_batchnorm: bn_3 into conv_2"
   int threads = 1;
+  // The element types the model file declares for its outputs (DType::undefined where it declares
+  // none), in graph output order: the types the plan hands back (passes/widen_storage.cc).
+  std::vector<DType> declared_outputs;
 };
 
 struct Pass {

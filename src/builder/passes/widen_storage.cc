@@ -66,16 +66,23 @@ std::vector<int> inputs_to_widen(const ir::Graph& g) {
   return out;
 }
 
-// Low graph outputs (with their types) not written by a boundary Cast.
-std::vector<std::pair<int, DType>> outputs_to_widen(const ir::Graph& g) {
+// Low graph outputs (with their stored types) not written by a boundary Cast. The stored type is
+// the one inferred, else the one the file declares (a Range or a chain shape inference cannot
+// type); `unknown` names an output with neither, whose type widening could change.
+std::vector<std::pair<int, DType>> outputs_to_widen(const ir::Graph& g, const std::vector<DType>& declared,
+                                                    std::string& unknown) {
   std::vector<std::pair<int, DType>> out;
-  for (int o : g.outputs) {
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const int o = g.outputs[k];
     const ir::Value& val = g.values[static_cast<size_t>(o)];
-    if (!is_low(val.type.dtype) || val.is_input || val.initializer) continue;
+    DType t = val.type.dtype;
+    if (t == DType::undefined && k < declared.size()) t = declared[k];
+    if (t == DType::undefined && val.type.kind == ir::ValueKind::tensor && unknown.empty()) unknown = val.name;
+    if (!is_low(t) || val.is_input || val.initializer) continue;
     bool boundary = false;
     for (const ir::Node& n : g.nodes)
       if (std::find(n.outputs.begin(), n.outputs.end(), o) != n.outputs.end()) boundary = boundary_cast(g, n);
-    if (!boundary) out.emplace_back(o, val.type.dtype);
+    if (!boundary) out.emplace_back(o, t);
   }
   return out;
 }
@@ -113,12 +120,15 @@ std::string unique_node_name(const std::set<std::string>& names, const std::stri
 
 Status widen_storage(ir::Graph& g, PassContext& ctx) {
   const std::vector<int> inputs = inputs_to_widen(g);
-  const std::vector<std::pair<int, DType>> outputs = outputs_to_widen(g);
+  std::string unknown;
+  const std::vector<std::pair<int, DType>> outputs = outputs_to_widen(g, ctx.declared_outputs, unknown);
   bool work = !inputs.empty() || !outputs.empty();
   for (const ir::Value& v : g.values) work |= v.initializer && !v.is_outer && is_low(v.initializer->dtype());
   for (ir::Node& n : g.nodes) work |= inner_low_cast(g, n) || low_tensor_attr(n);
   if (!work) return Status::ok();
-  if (std::string why = blocker(g); !why.empty()) {
+  std::string why = blocker(g);
+  if (why.empty() && !unknown.empty()) why = "output '" + unknown + "' has no known type";
+  if (!why.empty()) {
     ctx.log.push_back("widen_storage: the graph keeps its fp16/bf16 types (" + why + ")");
     return Status::ok();
   }
