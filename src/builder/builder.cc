@@ -389,8 +389,10 @@ Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults, kernels::Ba
     if (st.is_ok()) r.candidates.emplace_back(t, t->cost(s));
     else r.not_applicable.push_back(std::string(t->name) + ": " + st.message());
   }
-  // Approximate tactics rank after every exact one, whatever their cost.
+  // Approximate tactics rank after every exact one, and fallbacks after everything, whatever
+  // their cost.
   std::stable_sort(r.candidates.begin(), r.candidates.end(), [](const auto& a, const auto& b) {
+    if (a.first->fallback != b.first->fallback) return b.first->fallback;
     return a.first->approximate != b.first->approximate ? b.first->approximate : a.second < b.second;
   });
   return r;

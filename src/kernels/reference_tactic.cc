@@ -103,7 +103,7 @@ std::span<const Tactic> reference_tactics() {
       if (ref::reference_kernel(op))
         t.push_back(Tactic{"reference", op, "the reference interpreter's kernel (float64 accumulation; slow)",
                            reference_applies, reference_cost, reference_prepare, Backend::cpu,
-                           /*layouts=*/false, /*dynamic_shapes=*/true});
+                           /*layouts=*/false, /*dynamic_shapes=*/true, /*approximate=*/false, /*fallback=*/true});
     }
     return t;
   }();

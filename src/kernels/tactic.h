@@ -98,6 +98,11 @@ struct Tactic {
   // GELU): never the default's choice nor the isolated selection's, only a value the tuner may
   // search, where the accuracy gate decides (builder.cc rank_tactics).
   bool approximate = false;
+  // The slow catch-all (the CPU reference kernel): ranks after every other applicable tactic,
+  // whatever the costs say (its cost is a placeholder, not an estimate: an honest estimate of a
+  // large LSTM exceeded it). CUDA's host_reference is not one: until the issue-27 tactics have run
+  // on a GPU they rank after it by cost (backends/cuda/kernel_util.h not_yet_run_on_a_gpu).
+  bool fallback = false;
 };
 
 // Every CPU tactic for `op` (the reference fallback included, always last). With
