@@ -52,6 +52,8 @@ const builder::PlanValue& plan_value(const builder::Plan& p, const char* name) {
 
 const ir::Graph& graph_of(const std::unique_ptr<runtime::Engine>& e) { return e->plan().model.graph; }
 
+std::string tactic_of(const runtime::Engine& e, const std::string& op);
+
 // ---------------------------------------------------------------- fold_batchnorm + fuse_conv
 
 // Conv(bias) -> BatchNormalization -> Add(residual input) -> Relu
@@ -307,6 +309,36 @@ TEST(BuilderPasses, FuseConvAbsorbsHardSwish) {
   auto off = build_and_check(model, "pass.fuse_conv=off");
   ASSERT_TRUE(off);
   EXPECT_EQ(test::op_list(graph_of(off)), "Conv HardSwish");
+}
+
+// Conv1d (audio front ends): grouped, strided, asymmetric pads, with a fused residual and ReLU,
+// runs as a 2-D convolution of height 1 on a real tactic; off, on the reference kernel.
+TEST(BuilderPasses, Conv1dRunsAsA2dConvolution) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"2", "4", "11"});
+  m.input("r", 1, {"2", "6", "5"});
+  test::initializer_random(m, "w", {6, 2, 3}, 61, 0.5f);
+  test::initializer_random(m, "b", {6}, 62);
+  auto* c = m.node("Conv", {"x", "w", "b"}, {"c"}, "conv");
+  test::attr_i(c, "group", 2);
+  test::attr_ints(c, "pads", {1, 0});
+  test::attr_ints(c, "strides", {2});
+  m.node("Add", {"c", "r"}, {"s"}, "add");
+  m.node("Relu", {"s"}, {"y"}, "relu");
+  test::initializer_random(m, "w2", {3, 6, 2}, 63, 0.5f);
+  auto* c2 = m.node("Conv", {"y", "w2"}, {"z"}, "conv2");
+  test::attr_ints(c2, "dilations", {2});
+  m.output("z", 1, {});
+  ir::Model model = load(m);
+  auto on = build_and_check(model, "");
+  ASSERT_TRUE(on);
+  EXPECT_TRUE(test::log_mentions(on->plan(), "conv1d_as_2d: node 'conv'"));
+  EXPECT_TRUE(test::log_mentions(on->plan(), "conv1d_as_2d: node 'conv2'"));
+  for (const char* op : {"FusedConv", "Conv"}) EXPECT_NE(tactic_of(*on, op), "reference") << op;
+  auto off = build_and_check(model, "pass.conv1d_as_2d=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(tactic_of(*off, "FusedConv"), "reference");
+  EXPECT_EQ(test::op_list(graph_of(off)), "FusedConv Conv");
 }
 
 TEST(BuilderPasses, ConvAddOfAConstantIsNotAResidual) {

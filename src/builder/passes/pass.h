@@ -64,5 +64,6 @@ Status move_transposes(ir::Graph& g, PassContext& ctx);
 Status fuse_attention(ir::Graph& g, PassContext& ctx);
 Status attention_views(ir::Graph& g, PassContext& ctx);
 Status fuse_elementwise(ir::Graph& g, PassContext& ctx);
+Status conv1d_as_2d(ir::Graph& g, PassContext& ctx);
 
 }  // namespace tac::builder

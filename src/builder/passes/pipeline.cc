@@ -25,7 +25,10 @@ namespace tac::builder {
 //    attention_views right after it (it only rewrites FusedAttention nodes and the view chains
 //    around them).
 // 7. fuse_conv / fuse_matmul: they consume the residual Add and the activation.
-// 8. fuse_elementwise last: it chains what the epilogues did not take.
+// 8. conv1d_as_2d after the conv fusions (they match the 1-D Conv and its BatchNormalization,
+//    residual and activation as they are) and before fuse_elementwise (which may then chain
+//    elementwise ops behind the output view).
+// 9. fuse_elementwise last: it chains what the epilogues did not take.
 std::span<const Pass> pass_pipeline() {
   static const Pass kPasses[] = {
       {"widen_storage",
@@ -60,6 +63,10 @@ std::span<const Pass> pass_pipeline() {
       {"fuse_conv", "fuse Conv with a following residual Add and activation into FusedConv", true, fuse_conv},
       {"fuse_matmul", "fuse MatMul/Gemm with a following bias Add, residual Add and activation into FusedMatMul",
        true, fuse_matmul},
+      {"conv1d_as_2d",
+       "run a 1-D convolution (rank-3 X, constant W) as the 2-D convolution of height 1 it equals, between Reshape "
+       "views, so that the 2-D tactics take it",
+       true, conv1d_as_2d},
       {"fuse_elementwise",
        "fuse chains of elementwise ops over one shape (Add/Sub/Mul/Div/Max/Min with a tensor of that shape or a "
        "scalar constant, Relu/Sigmoid/Tanh/Exp/Neg/Abs/Sqrt/Reciprocal/Erf) into one FusedElementwise pass",
