@@ -38,6 +38,36 @@ inline std::vector<int64_t> attr_ints(const StepDesc& s, const char* key, std::v
   const ir::Attribute* a = s.node->attr(key);
   return a ? a->ints : def;
 }
+// Constant integer input `i` (int32 / int64) as int64 values; not_applicable otherwise.
+inline Result<std::vector<int64_t>> const_ints(const StepDesc& s, size_t i, const char* what) {
+  if (!s.constants[i]) return not_applicable(std::string(what) + " must be a constant");
+  if (s.in_dtypes[i] != DType::int64 && s.in_dtypes[i] != DType::int32) return not_applicable(std::string(what) + ": int32/int64");
+  std::vector<int64_t> v;
+  for (int64_t k = 0; k < s.constants[i]->numel(); ++k) v.push_back(s.constants[i]->get_i64(k));
+  return v;
+}
+
+// Pad's `pads` over `axes` (every dim when empty) as per-dim counts before and after, as the
+// reference reads them; not_applicable on a wrong length or an axis out of range or repeated.
+inline Status pads_per_dim(const std::vector<int64_t>& pads, std::vector<int64_t> axes, int64_t rank,
+                           std::vector<int64_t>& before, std::vector<int64_t>& after) {
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  const size_t na = axes.size();
+  if (pads.size() != 2 * na) return not_applicable("pads of the wrong length");
+  before.assign(static_cast<size_t>(rank), 0);
+  after.assign(static_cast<size_t>(rank), 0);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < na; ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank || seen[static_cast<size_t>(a)]) return not_applicable("axes out of range or repeated");
+    seen[static_cast<size_t>(a)] = true;
+    before[static_cast<size_t>(a)] = pads[i];
+    after[static_cast<size_t>(a)] = pads[i + na];
+  }
+  return Status::ok();
+}
+
 
 // Every present input and every output is float32 (inputs listed in `float_inputs`; others any).
 inline Status all_f32(const StepDesc& s, std::initializer_list<size_t> float_inputs) {

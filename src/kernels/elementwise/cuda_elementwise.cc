@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "backends/cuda/kernel_util.h"
+#include "kernels/elementwise/common.h"  // const_ints
 #include "kernels/elementwise/cuda_kernels.h"
 #include "kernels/layout/raw_buffer.h"
 
@@ -463,14 +464,6 @@ std::vector<int64_t> row_major_strides(const Shape& x) {
   return st;
 }
 // Integer values of constant input i (int32 / int64), or not_applicable.
-Result<std::vector<int64_t>> const_ints(const StepDesc& s, size_t i, const char* what) {
-  if (!s.constants[i]) return not_applicable(std::string(what) + " must be a constant");
-  if (s.in_dtypes[i] != DType::int64 && s.in_dtypes[i] != DType::int32) return not_applicable(std::string(what) + ": int32/int64");
-  std::vector<int64_t> v;
-  for (int64_t k = 0; k < s.constants[i]->numel(); ++k) v.push_back(s.constants[i]->get_i64(k));
-  return v;
-}
-
 // Slice: the output shape is known (fixed-shape plans); starts (clamped as the reference does,
 // per the sign of the step) give the base, steps scale the strides. Ends are implied.
 Result<cuda::kern::TransposeDesc> slice_desc(const StepDesc& s) {
@@ -481,12 +474,12 @@ Result<cuda::kern::TransposeDesc> slice_desc(const StepDesc& s) {
   if (y.size() != r || r == 0 || r > static_cast<size_t>(cuda::kern::kMaxDims)) return not_applicable("rank 1..8, unchanged");
   std::vector<int64_t> starts, axes, steps;
   if (s.node->opset >= 10) {
-    TAC_ASSIGN_OR_RETURN(starts, const_ints(s, 1, "starts"));
+    TAC_ASSIGN_OR_RETURN(starts, ew::const_ints(s, 1, "starts"));
     if (s.has_input(3)) {
-      TAC_ASSIGN_OR_RETURN(axes, const_ints(s, 3, "axes"));
+      TAC_ASSIGN_OR_RETURN(axes, ew::const_ints(s, 3, "axes"));
     }
     if (s.has_input(4)) {
-      TAC_ASSIGN_OR_RETURN(steps, const_ints(s, 4, "steps"));
+      TAC_ASSIGN_OR_RETURN(steps, ew::const_ints(s, 4, "steps"));
     }
   } else {
     starts = ints_attr(s, "starts");

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cuda/kernel_util.h"
+#include "kernels/elementwise/common.h"  // const_ints, pads_per_dim
 #include "kernels/elementwise/cuda_select.h"
 
 namespace tac::kernels {
@@ -153,13 +154,6 @@ Result<std::unique_ptr<Kernel>> where_prepare(const StepDesc& s) {
 }
 
 // ---- Pad ----
-Result<std::vector<int64_t>> const_ints(const StepDesc& s, size_t i, const char* what) {
-  if (!s.constants[i]) return not_applicable(std::string(what) + " must be a constant");
-  if (s.in_dtypes[i] != DType::int64 && s.in_dtypes[i] != DType::int32) return not_applicable(std::string(what) + ": int32/int64");
-  std::vector<int64_t> v;
-  for (int64_t k = 0; k < s.constants[i]->numel(); ++k) v.push_back(s.constants[i]->get_i64(k));
-  return v;
-}
 // The reference's reading of Pad (pad_kernel).
 Result<cuda::kern::PadDesc> pad_desc(const StepDesc& s) {
   if (!s.has_input(0) || s.out_dtypes.size() != 1 || s.out_dtypes[0] != s.in_dtypes[0]) return not_applicable("one typed input");
@@ -188,7 +182,7 @@ Result<cuda::kern::PadDesc> pad_desc(const StepDesc& s) {
     const ir::Attribute* v = s.node->attr("value");
     fill.set_f64(0, v ? v->f : 0.0f);
   } else {
-    TAC_ASSIGN_OR_RETURN(pads, const_ints(s, 1, "pads"));
+    TAC_ASSIGN_OR_RETURN(pads, ew::const_ints(s, 1, "pads"));
     if (s.has_input(2)) {
       if (!s.constants[2]) return not_applicable("constant_value must be a constant");
       const Tensor& cv = *s.constants[2];
@@ -200,22 +194,11 @@ Result<cuda::kern::PadDesc> pad_desc(const StepDesc& s) {
       }
     }
     if (s.node->opset >= 18 && s.has_input(3)) {
-      TAC_ASSIGN_OR_RETURN(axes, const_ints(s, 3, "axes"));
+      TAC_ASSIGN_OR_RETURN(axes, ew::const_ints(s, 3, "axes"));
     }
   }
-  if (axes.empty())
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  const size_t na = axes.size();
-  if (pads.size() != 2 * na) return not_applicable("pads of the wrong length");
-  std::vector<int64_t> before(static_cast<size_t>(r), 0), after(static_cast<size_t>(r), 0);
-  std::vector<bool> seen(static_cast<size_t>(r), false);
-  for (size_t i = 0; i < na; ++i) {
-    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-    if (a < 0 || a >= r || seen[static_cast<size_t>(a)]) return not_applicable("axes out of range or repeated");
-    seen[static_cast<size_t>(a)] = true;
-    before[static_cast<size_t>(a)] = pads[i];
-    after[static_cast<size_t>(a)] = pads[i + na];
-  }
+  std::vector<int64_t> before, after;
+  TAC_RETURN_IF_ERROR(ew::pads_per_dim(pads, axes, r, before, after));
   d.rank = static_cast<int>(r);
   std::memcpy(&d.fill, fill.raw(), e);
   int64_t stride = 1;

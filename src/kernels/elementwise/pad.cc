@@ -42,13 +42,6 @@ int64_t pad_source(int64_t o, int64_t before, int64_t n, int mode) {
   }
 }
 
-Result<std::vector<int64_t>> const_ints(const StepDesc& s, size_t i, const char* what) {
-  if (!s.constants[i]) return not_applicable(std::string(what) + " must be a constant");
-  if (s.in_dtypes[i] != DType::int64 && s.in_dtypes[i] != DType::int32) return not_applicable(std::string(what) + ": int32 / int64");
-  std::vector<int64_t> v;
-  for (int64_t k = 0; k < s.constants[i]->numel(); ++k) v.push_back(s.constants[i]->get_i64(k));
-  return v;
-}
 
 // A run of one output row: `len` blocks of `inner` elements from `dst` on.
 struct Segment {
@@ -99,7 +92,7 @@ Result<PadGeom> pad_geom(const StepDesc& s) {
     fill.set_f64(0, ew::attr_f(s, "value", 0.0f));
   } else {
     if (!s.has_input(1)) return not_applicable("no pads");
-    TAC_ASSIGN_OR_RETURN(pads, const_ints(s, 1, "pads"));
+    TAC_ASSIGN_OR_RETURN(pads, ew::const_ints(s, 1, "pads"));
     if (s.has_input(2)) {
       if (s.in_dtypes[2] != t) return not_applicable("constant_value of another type");
       const int64_t n = shape_numel(s.in_shapes[2]);
@@ -108,23 +101,12 @@ Result<PadGeom> pad_geom(const StepDesc& s) {
       else if (n == 1) std::memcpy(fill.raw(), s.constants[2]->raw(), g.esize);
     }
     if (s.node->opset >= 18 && s.has_input(3)) {
-      TAC_ASSIGN_OR_RETURN(axes, const_ints(s, 3, "axes"));
+      TAC_ASSIGN_OR_RETURN(axes, ew::const_ints(s, 3, "axes"));
     }
   }
   std::memcpy(g.fill.data(), fill.raw(), g.esize);
-  if (axes.empty())
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  const size_t na = axes.size();
-  if (pads.size() != 2 * na) return not_applicable("pads of the wrong length");
-  std::vector<int64_t> before(static_cast<size_t>(r), 0), after(static_cast<size_t>(r), 0);
-  std::vector<bool> seen(static_cast<size_t>(r), false);
-  for (size_t i = 0; i < na; ++i) {
-    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-    if (a < 0 || a >= r || seen[static_cast<size_t>(a)]) return not_applicable("axes out of range or repeated");
-    seen[static_cast<size_t>(a)] = true;
-    before[static_cast<size_t>(a)] = pads[i];
-    after[static_cast<size_t>(a)] = pads[i + na];
-  }
+  std::vector<int64_t> before, after;
+  TAC_RETURN_IF_ERROR(ew::pads_per_dim(pads, axes, r, before, after));
   // Negative pads crop first; the remaining (non-negative) pads then pad the cropped tensor.
   const size_t ru = static_cast<size_t>(r);
   std::vector<int64_t> crop0(ru), n(ru), pb(ru);
