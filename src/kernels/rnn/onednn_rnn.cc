@@ -22,7 +22,6 @@
 // Not applicable (the reference tactic runs them): peepholes (P), sequence_lens other than all
 // seq_length, activations other than the defaults (RNN: Tanh, Relu or Sigmoid, the same for
 // both directions), clip, input_forget, non-constant W / R / B, types other than float32.
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -33,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/conv/conv_common.h"  // ScopedOmpThreads
 #include "kernels/onednn_common.h"
 #include "kernels/tactic.h"
 
@@ -48,16 +48,6 @@ enum class Cell { rnn, gru, lstm };
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-class ScopedOmpThreads {
- public:
-  explicit ScopedOmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(std::max(n, 1)); }
-  ~ScopedOmpThreads() { omp_set_num_threads(saved_); }
-  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
-  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
-
- private:
-  int saved_;
-};
 
 // The step as oneDNN sees it.
 struct RnnGeom {
@@ -200,7 +190,7 @@ class RnnKernel final : public Kernel {
       : g_(g), impl_(impl), threads_(std::max(threads, 1)), stream_(cpu_engine()) {}
 
   void init(const StepDesc& s) {
-    ScopedOmpThreads scope(threads_);
+    conv::ScopedOmpThreads scope(std::max(threads_, 1));
     auto& eng = cpu_engine();
     const memory::dim T = g_.T, N = g_.N, I = g_.I, H = g_.H, D = g_.D, G = g_.G;
     const memory::desc none;
@@ -325,7 +315,7 @@ class RnnKernel final : public Kernel {
   size_t workspace_bytes() const override { return ws_bytes_; }
 
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* workspace) override {
-    ScopedOmpThreads scope(threads_);
+    conv::ScopedOmpThreads scope(std::max(threads_, 1));
     auto* ws = static_cast<std::byte*>(workspace);
     auto at = [&](size_t off) { return reinterpret_cast<float*>(ws + off); };
     const int64_t D = g_.D, N = g_.N, H = g_.H, T = g_.T;
