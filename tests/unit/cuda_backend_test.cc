@@ -23,9 +23,13 @@
 #include "reference/kernel.h"
 #include "runtime/measure.h"
 #include "builder_test_util.h"
+#include "node_test_util.h"
 
 namespace tac {
 namespace {
+
+using test::int64s;
+using test::floats;
 
 using kernels::Backend;
 using kernels::check_tactic;
@@ -1302,16 +1306,6 @@ struct TacticCase {
   const char* tactic = "cuda";
 };
 
-Tensor int64s(const std::vector<int64_t>& v) {
-  Tensor t = Tensor::create(DType::int64, {static_cast<int64_t>(v.size())}).value();
-  for (size_t i = 0; i < v.size(); ++i) t.set_i64(static_cast<int64_t>(i), v[i]);
-  return t;
-}
-Tensor floats(const std::vector<double>& v) {
-  Tensor t = Tensor::create(DType::float32, {static_cast<int64_t>(v.size())}).value();
-  for (size_t i = 0; i < v.size(); ++i) t.set_f64(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 // x with every value mapped by f (then rounded to x's type).
 template <class F>
 Tensor mapped(Tensor x, F f) {

@@ -13,9 +13,12 @@
 #include "io/onnx_import.h"
 #include "io/test_case.h"
 #include "kernels/tactic_check.h"
+#include "node_test_util.h"
 
 namespace tac::kernels {
 namespace {
+
+using test::int64s;
 
 void expect_exact(const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask, const std::string& what,
                   bool applies = true) {
@@ -46,11 +49,6 @@ void expect_exact(const ir::Node& n, const std::vector<Tensor>& in, const std::v
   }
 }
 
-Tensor int64s(const std::vector<int64_t>& v) {
-  Tensor t = Tensor::create(DType::int64, {static_cast<int64_t>(v.size())}).value();
-  for (size_t i = 0; i < v.size(); ++i) t.set_i64(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 Tensor scalar(DType dt, double v) {
   Tensor t = Tensor::create(dt, {}).value();
   t.set_f64(0, v);
@@ -198,8 +196,7 @@ TEST(PadTactics, LargeThreaded) {
 // The ONNX backend suite's Pad node tests, pads / axes / constant_value as constants.
 TEST(PadTactics, OnnxNodeTests) {
   // The suite's default place (TAC_ONNX_BACKEND_DIR in CMakeLists.txt): ../shared beside the source tree.
-  const std::filesystem::path root =
-      std::filesystem::path(TAC_TEST_DATA_DIR).parent_path().parent_path().parent_path() / "shared/onnx-backend/node";
+  const std::filesystem::path root = test::onnx_node_suite();
   if (!std::filesystem::exists(root)) GTEST_SKIP() << "no ONNX backend suite at " << root;
   int tested = 0;
   for (const auto& entry : std::filesystem::directory_iterator(root)) {
@@ -214,15 +211,7 @@ TEST(PadTactics, OnnxNodeTests) {
     for (const io::TestDataSet& ds : *data) {
       std::vector<Tensor> in;
       std::vector<bool> cmask;
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        Tensor t;
-        for (size_t k = 0; k < g.inputs.size(); ++k)
-          if (n.inputs[i] != ir::kNoValue && g.inputs[k] == n.inputs[i]) t = ds.inputs[k].tensor;
-        if (n.inputs[i] != ir::kNoValue && g.values[static_cast<size_t>(n.inputs[i])].initializer)
-          t = *g.values[static_cast<size_t>(n.inputs[i])].initializer;
-        in.push_back(t);
-        cmask.push_back(i > 0);
-      }
+      test::single_node_inputs(g, n, ds, in, cmask);
       expect_exact(n, in, cmask, name);
       TacticCheck r = check_tactic(*find_tactic(ir::OpKind::Pad, "copy"), n, in, cmask, 1);
       ASSERT_TRUE(r.status.is_ok()) << name;

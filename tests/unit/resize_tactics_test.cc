@@ -15,9 +15,13 @@
 #include "io/onnx_import.h"
 #include "io/test_case.h"
 #include "kernels/tactic_check.h"
+#include "node_test_util.h"
 
 namespace tac::kernels {
 namespace {
+
+using test::int64s;
+using test::floats;
 
 // Runs `name` at 1 and 3 threads; it must apply (or, with applies=false, must not) and match.
 // (`either`: it may or may not apply; where it does, it matches.)
@@ -47,16 +51,6 @@ void expect_exact(const char* name, const ir::Node& n, const std::vector<Tensor>
   }
 }
 
-Tensor int64s(const std::vector<int64_t>& v) {
-  Tensor t = Tensor::create(DType::int64, {static_cast<int64_t>(v.size())}).value();
-  for (size_t i = 0; i < v.size(); ++i) t.set_i64(static_cast<int64_t>(i), v[i]);
-  return t;
-}
-Tensor floats(const std::vector<double>& v) {
-  Tensor t = Tensor::create(DType::float32, {static_cast<int64_t>(v.size())}).value();
-  for (size_t i = 0; i < v.size(); ++i) t.set_f64(static_cast<int64_t>(i), v[i]);
-  return t;
-}
 
 struct Case {
   std::string what;
@@ -317,8 +311,7 @@ TEST(ResizeTactics, CopyRanksFirstForNearest) {
 // each tactic that applies matches the reference exactly, and the reference the stored outputs.
 TEST(ResizeTactics, OnnxNodeTests) {
   // The suite's default place (TAC_ONNX_BACKEND_DIR in CMakeLists.txt): ../shared beside the source tree.
-  const std::filesystem::path root =
-      std::filesystem::path(TAC_TEST_DATA_DIR).parent_path().parent_path().parent_path() / "shared/onnx-backend/node";
+  const std::filesystem::path root = test::onnx_node_suite();
   if (!std::filesystem::exists(root)) GTEST_SKIP() << "no ONNX backend suite at " << root;
   int tested = 0, separable = 0, copy = 0;
   for (const auto& entry : std::filesystem::directory_iterator(root)) {
@@ -334,15 +327,7 @@ TEST(ResizeTactics, OnnxNodeTests) {
     for (const io::TestDataSet& ds : *data) {
       std::vector<Tensor> in;
       std::vector<bool> cmask;
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        Tensor t;
-        for (size_t k = 0; k < g.inputs.size(); ++k)
-          if (n.inputs[i] != ir::kNoValue && g.inputs[k] == n.inputs[i]) t = ds.inputs[k].tensor;
-        if (n.inputs[i] != ir::kNoValue && g.values[static_cast<size_t>(n.inputs[i])].initializer)
-          t = *g.values[static_cast<size_t>(n.inputs[i])].initializer;
-        in.push_back(t);
-        cmask.push_back(i > 0);
-      }
+      test::single_node_inputs(g, n, ds, in, cmask);
       ++tested;
       for (const char* tn : {"separable", "copy"}) {
         TacticCheck r = check_tactic(*find_tactic(n.op, tn), n, in, cmask, 1);
