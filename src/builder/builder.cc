@@ -21,6 +21,7 @@
 #include "builder/precision.h"
 #include "io/onnx_export.h"
 #include "ir/shape_inference.h"
+#include "kernels/cost_model.h"
 #include "kernels/tactic_check.h"
 #include "reference/interpreter.h"
 #include "reference/kernel.h"
@@ -386,7 +387,7 @@ Ranked rank_tactics(const kernels::StepDesc& s, bool planted_faults, kernels::Ba
       continue;
     }
     Status st = plain || t->layouts ? t->applies(s) : kernels::not_applicable("reads and writes nchw only");
-    if (st.is_ok()) r.candidates.emplace_back(t, t->cost(s));
+    if (st.is_ok()) r.candidates.emplace_back(t, kernels::estimated_cost(*t, s));
     else r.not_applicable.push_back(std::string(t->name) + ": " + st.message());
   }
   // Approximate tactics rank after every exact one, and fallbacks after everything, whatever

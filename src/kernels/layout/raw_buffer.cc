@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "ir/elementwise_chain.h"
+#include "kernels/cost_model.h"
 
 namespace tac::kernels {
 
@@ -144,7 +145,7 @@ const Tactic* best_plain(const StepDesc& p, Backend b) {
   double best_cost = INFINITY;
   for (const Tactic* t : tactics_for(p.node->op, b)) {
     if (t->layouts || !t->applies(p).is_ok()) continue;
-    const double c = t->cost(p);
+    const double c = estimated_cost(*t, p);
     if (!best || c < best_cost) best = t, best_cost = c;
   }
   return best;
@@ -160,7 +161,7 @@ template <Backend B>
 double raw_cost(const StepDesc& s) {
   auto p = plain_equivalent(s, B);
   const Tactic* t = p ? best_plain(*p, B) : nullptr;
-  return t ? t->cost(*p) : 1e30;
+  return t ? estimated_cost(*t, *p) : 1e30;
 }
 
 // The plain kernel, handed views with the plain shapes.
