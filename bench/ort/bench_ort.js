@@ -3,7 +3,7 @@
 //
 // usage: node bench/ort/bench_ort.js MODEL [--threads N] [--sets K] [--seed S] [--random]
 //            [--warmup-runs W] [--warmup-s T] [--min-runs R] [--min-s T] [--dim NAME=V ...]
-//            [--no-spin] [--check] [--all-times]
+//            [--no-spin] [--check] [--all-times] [--profile PREFIX]
 //
 // MODEL is a model.onnx file or a folder holding one. Session: graphOptimizationLevel 'all',
 // intraOpNumThreads N, interOpNumThreads 1, executionMode 'sequential', CPU execution provider.
@@ -17,7 +17,9 @@
 // session.run, outputs included). Prints one JSON line on stdout:
 //   {"median_ms":..,"p10_ms":..,"p90_ms":..,"cv":..,"runs":..,"engine":..,"threads":..,"sets":..}
 // Everything else goes to stderr. --check compares the outputs of each .pb set with its
-// output_<K>.pb (max abs, rel L2) on stderr. Exit status 1 on any error.
+// output_<K>.pb (max abs, rel L2) on stderr. --profile: ORT's own per-node profile of the timed runs
+// (enableProfiling; the warm-up runs first, so bench/compare_profile.py reads the last --min-runs
+// runs) written to PREFIX_<date>.json. Exit status 1 on any error.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -27,7 +29,7 @@ function die(msg) { process.stderr.write(`bench_ort: ${msg}\n`); process.exit(1)
 
 // ---- arguments ----
 const args = { threads: 1, sets: 4, seed: 1, random: false, warmupRuns: 3, warmupS: 0.5, minRuns: 10, minS: 2,
-  dims: {}, spin: true, check: false, allTimes: false, model: null };
+  dims: {}, spin: true, check: false, allTimes: false, profile: null, model: null };
 {
   const a = process.argv.slice(2);
   const num = (i, name) => { const v = Number(a[i]); if (a[i] === undefined || !Number.isFinite(v)) die(`${name} needs a number`); return v; };
@@ -45,6 +47,7 @@ const args = { threads: 1, sets: 4, seed: 1, random: false, warmupRuns: 3, warmu
       case '--no-spin': args.spin = false; break;
       case '--check': args.check = true; break;
       case '--all-times': args.allTimes = true; break;
+      case '--profile': args.profile = a[++i]; if (!args.profile) die('--profile needs a file prefix'); break;
       case '-h': case '--help': process.stdout.write(fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 22).map(l => l.replace(/^\/\/ ?/, '')).join('\n') + '\n'); process.exit(0);
       default:
         if (a[i].startsWith('--') || args.model !== null) die(`unexpected argument ${a[i]}`);
@@ -219,6 +222,7 @@ async function main() {
   const opts = { executionProviders: ['cpu'], graphOptimizationLevel: 'all', intraOpNumThreads: args.threads,
     interOpNumThreads: 1, executionMode: 'sequential' };
   if (!args.spin) opts.extra = { session: { intra_op: { allow_spinning: '0' } } };
+  if (args.profile) Object.assign(opts, { enableProfiling: true, profileFilePrefix: args.profile });
   const t0 = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(modelPath, opts);
   const loadMs = Number(process.hrtime.bigint() - t0) / 1e6;
@@ -278,6 +282,7 @@ async function main() {
   const res = { ...stats(times), engine: `onnxruntime-node ${require('onnxruntime-node/package.json').version} cpu`,
     threads: args.threads, sets: sets.length, warmup_runs: warm.length };
   if (args.allTimes) res.times_ms = times.map(t => Math.round(t * 1e4) / 1e4);
+  if (args.profile) session.endProfiling();
   process.stdout.write(JSON.stringify(res) + '\n');
 }
 
