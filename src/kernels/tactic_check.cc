@@ -202,7 +202,7 @@ TacticCheck check_tactic(const Tactic& tactic, const ir::Node& node, const std::
   for (size_t k = 0; k < r.expected.size(); ++k)
     for (int64_t i = 0; i < r.expected[k].numel(); ++i) {
       double want = r.expected[k].get_f64(i), got = r.outputs[k].get_f64(i);
-      double d = std::fabs(got - want);
+      double d = got == want ? 0.0 : std::fabs(got - want);  // equal infinities differ by 0, not NaN
       if (std::isnan(d)) d = std::isnan(want) && std::isnan(got) ? 0 : INFINITY;
       r.max_abs_diff = std::max(r.max_abs_diff, d);
       r.max_rel_diff = std::max(r.max_rel_diff, d / std::max(std::fabs(want), 1e-6));

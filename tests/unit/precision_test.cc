@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 
@@ -104,6 +105,55 @@ TEST(PrecisionTactics, CastBf16MatchesTheReferenceExactly) {
   ir::Node to16 = make_node("Cast", 1, 1, 19);
   set_attr(to16, "to", int64_t{10});
   auto r = check_tactic(*t, to16, {random_tensor(DType::float32, {8}, 1)}, {false});
+  EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable);
+}
+
+// fp32 <-> fp16 (the boundary Casts of a model stored in fp16): bit-exact with the reference's IEEE
+// conversion, on values that round to fp16 subnormals, overflow to Inf and sit on rounding ties.
+TEST(PrecisionTactics, CastFp16MatchesTheReferenceExactly) {
+  if (!kernels::cpu_features().avx512) GTEST_SKIP() << "no AVX-512";
+  const kernels::Tactic* t = find_tactic(ir::OpKind::Cast, "cast_fp16_avx512");
+  ASSERT_NE(t, nullptr);
+  for (int64_t n : {1, 15, 33, 1000, 70001}) {
+    SCOPED_TRACE(n);
+    Tensor x = random_tensor(DType::float32, {n}, 7 + n);
+    float* v = x.data<float>();
+    const float scales[] = {1.0f, 1e-6f, 3e-8f, 7e4f, 1e5f};
+    for (int64_t i = 0; i < n; ++i) v[i] *= scales[i % 5];
+    if (n > 4) {
+      v[0] = 65519.0f;                              // rounds down to 65504
+      v[1] = 65520.0f;                              // the first value that rounds to Inf
+      v[2] = 1.0f + 1.0f / 2048.0f;                 // a tie between 1 and the next fp16: to even
+      v[3] = -std::numeric_limits<float>::infinity();
+    }
+    ir::Node to16 = make_node("Cast", 1, 1, 19);
+    set_attr(to16, "to", int64_t{10});
+    auto r = check_tactic(*t, to16, {x}, {false}, 2);
+    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    EXPECT_EQ(r.max_abs_diff, 0.0);
+    ir::Node to32 = make_node("Cast", 1, 1, 19);
+    set_attr(to32, "to", int64_t{1});
+    r = check_tactic(*t, to32, {random_tensor(DType::float16, {3, n}, 5 + n)}, {false}, 2);
+    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    EXPECT_EQ(r.max_abs_diff, 0.0);
+  }
+  // In the layout rewrite's layouts.
+  ASSERT_TRUE(t->layouts);
+  for (ir::Layout l : {ir::Layout::nhwc, ir::Layout::nchw16c}) {
+    SCOPED_TRACE(ir::layout_name(l));
+    for (int64_t to : {10, 1}) {
+      ir::Node n = make_node("Cast", 1, 1, 19);
+      set_attr(n, "to", to);
+      const DType from = to == 10 ? DType::float32 : DType::float16;
+      auto r = check_tactic(*t, n, {random_tensor(from, {2, 21, 5, 7}, 11 + to)}, {false}, 2, {l}, l);
+      ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+      EXPECT_EQ(r.max_abs_diff, 0.0);
+    }
+  }
+  // fp32 -> bf16 is the other tactic's.
+  ir::Node to_bf16 = make_node("Cast", 1, 1, 19);
+  set_attr(to_bf16, "to", int64_t{16});
+  auto r = check_tactic(*t, to_bf16, {random_tensor(DType::float32, {8}, 1)}, {false});
   EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable);
 }
 

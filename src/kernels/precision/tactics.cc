@@ -4,6 +4,9 @@
 //                     reference's BFloat16; denormal inputs become zero) and bf16 -> fp32 (a
 //                     16-bit shift, exact); elementwise on the buffer, so it also runs in the
 //                     layout rewrite's layouts (nhwc, nChw16c: padding 0 stays 0);
+//   cast_fp16_avx512: Cast fp32 <-> fp16 (AVX-512F vcvtps2ph / vcvtph2ps: IEEE round to nearest
+//                     even with subnormals and overflow to Inf, as the reference's Float16; the
+//                     boundary Casts of a model stored in fp16), in any layout as above;
 //   quantize_avx512:  QuantizeLinear fp32 -> s8 / u8 with one scale and zero point (constants):
 //                     x / scale (IEEE division, as the reference), round half to even, add the
 //                     zero point, saturate.
@@ -51,6 +54,25 @@ __attribute__((target("avx512f,avx512bw"))) void bf16_to_f32(const uint16_t* x, 
   }
 }
 
+__attribute__((target("avx512f"))) void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) y[i] = Float16(x[i]).bits;
+}
+
+__attribute__((target("avx512f"))) void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))));
+  for (; i < n; ++i) {
+    Float16 h;
+    h.bits = x[i];
+    y[i] = static_cast<float>(h);
+  }
+}
+
 __attribute__((target("avx512f,avx512bw"))) void quantize(const float* x, void* y, int64_t n, float scale, int zp,
                                                           bool u8) {
   const __m512 s = _mm512_set1_ps(scale);
@@ -90,12 +112,14 @@ void chunked(int64_t n, int threads, F body) {
 }
 
 // ---- Cast ----
-Status cast_applies(const StepDesc& s) {
-  if (!cpu_features().avx512_bf16) return not_applicable("needs AVX512-BF16");
+// fp32 <-> `half` (bfloat16 or float16).
+Status cast_applies(const StepDesc& s, DType half) {
+  if (half == DType::bfloat16 && !cpu_features().avx512_bf16) return not_applicable("needs AVX512-BF16");
+  if (!cpu_features().avx512) return not_applicable("needs AVX-512");
   if (s.in_dtypes.size() != 1 || s.out_dtypes.size() != 1) return not_applicable("one input and one output");
   const DType a = s.in_dtypes[0], b = s.out_dtypes[0];
-  if (!((a == DType::float32 && b == DType::bfloat16) || (a == DType::bfloat16 && b == DType::float32)))
-    return not_applicable("only fp32 <-> bf16");
+  if (!((a == DType::float32 && b == half) || (a == half && b == DType::float32)))
+    return not_applicable(half == DType::bfloat16 ? "only fp32 <-> bf16" : "only fp32 <-> fp16");
   if (s.in_shapes[0] != s.out_shapes[0]) return not_applicable("input and output shapes differ");
   if (s.in_layout(0) != s.out_layout(0)) return not_applicable("input and output in one layout");
   if (!s.plain() && s.in_shapes[0].size() != 4) return not_applicable("layouts are 4-D");
@@ -109,24 +133,35 @@ double cast_cost(const StepDesc& s) {
 }
 class CastKernel final : public Kernel {
  public:
-  CastKernel(bool to_bf16, int threads, int64_t n) : to_bf16_(to_bf16), threads_(std::max(threads, 1)), n_(n) {}
+  using Narrow = void (*)(const float*, uint16_t*, int64_t);
+  using Widen = void (*)(const uint16_t*, float*, int64_t);
+  CastKernel(Narrow narrow, Widen widen, int threads, int64_t n)
+      : narrow_(narrow), widen_(widen), threads_(std::max(threads, 1)), n_(n) {}
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
-    const int64_t n = n_;
-    if (to_bf16_)
-      chunked(n, threads_, [&](int64_t b, int64_t e) { f32_to_bf16(in[0].as<const float>() + b, out[0].as<uint16_t>() + b, e - b); });
+    if (narrow_)
+      chunked(n_, threads_, [&](int64_t b, int64_t e) { narrow_(in[0].as<const float>() + b, out[0].as<uint16_t>() + b, e - b); });
     else
-      chunked(n, threads_, [&](int64_t b, int64_t e) { bf16_to_f32(in[0].as<const uint16_t>() + b, out[0].as<float>() + b, e - b); });
+      chunked(n_, threads_, [&](int64_t b, int64_t e) { widen_(in[0].as<const uint16_t>() + b, out[0].as<float>() + b, e - b); });
     return Status::ok();
   }
 
  private:
-  bool to_bf16_;
+  Narrow narrow_;  // set when the cast narrows fp32, else widen_
+  Widen widen_;
   int threads_;
   int64_t n_;
 };
+template <DType kHalf>
+Status cast_half_applies(const StepDesc& s) {
+  return cast_applies(s, kHalf);
+}
+template <DType kHalf>
 Result<std::unique_ptr<Kernel>> cast_prepare(const StepDesc& s) {
-  TAC_RETURN_IF_ERROR(cast_applies(s));
-  return std::unique_ptr<Kernel>(new CastKernel(s.out_dtypes[0] == DType::bfloat16, s.threads, buffer_numel(s)));
+  TAC_RETURN_IF_ERROR(cast_applies(s, kHalf));
+  const bool bf16 = kHalf == DType::bfloat16;
+  if (s.out_dtypes[0] == kHalf)
+    return std::unique_ptr<Kernel>(new CastKernel(bf16 ? f32_to_bf16 : f32_to_f16, nullptr, s.threads, buffer_numel(s)));
+  return std::unique_ptr<Kernel>(new CastKernel(nullptr, bf16 ? bf16_to_f32 : f16_to_f32, s.threads, buffer_numel(s)));
 }
 
 // ---- QuantizeLinear ----
@@ -176,8 +211,11 @@ Result<std::unique_ptr<Kernel>> quantize_prepare(const StepDesc& s) {
 
 const Tactic kPrecisionTactics[] = {
     {"cast_bf16_avx512", ir::OpKind::Cast,
-     "fp32 <-> bf16 (AVX512-BF16 vcvtne2ps2bf16, round to nearest even), in any layout (layout.*)", cast_applies,
-     cast_cost, cast_prepare, Backend::cpu, /*layouts=*/true},
+     "fp32 <-> bf16 (AVX512-BF16 vcvtne2ps2bf16, round to nearest even), in any layout (layout.*)",
+     cast_half_applies<DType::bfloat16>, cast_cost, cast_prepare<DType::bfloat16>, Backend::cpu, /*layouts=*/true},
+    {"cast_fp16_avx512", ir::OpKind::Cast,
+     "fp32 <-> fp16 (AVX-512F vcvtps2ph / vcvtph2ps, IEEE round to nearest even), in any layout (layout.*)",
+     cast_half_applies<DType::float16>, cast_cost, cast_prepare<DType::float16>, Backend::cpu, /*layouts=*/true},
     {"quantize_avx512", ir::OpKind::QuantizeLinear,
      "fp32 -> s8/u8 with one constant scale and zero point (AVX-512; round half to even, saturate)", quantize_applies,
      quantize_cost, quantize_prepare},
