@@ -18,7 +18,9 @@ Reported, on the samples given (each step = one (model, route, node); candidates
   ranking       share of steps where the tactic the ranking picks measures within 5% of the
                 isolated-fastest candidate, and the time lost summed over steps, for the ranking
                 the samples were taken with ("chosen" column), the fitted table in sample, and
-                leave-one-model-out. Policy rows (POLICY below) are ranked as the builder does.
+                leave-one-model-out.
+Every tactic is fitted, oneDNN's Winograd included: ranked on its measured speed, it costs no accuracy
+on the models sampled (docs/results.md, "Winograd in the default route").
 """
 import argparse
 import collections
@@ -32,11 +34,6 @@ import sys
 
 import numpy as np
 
-# Not fitted: estimated as another tactic's estimate on the same step times a factor.
-# onednn_winograd measures 1.3-1.5x faster than onednn on 3x3 convolutions but rounds more
-# (Winograd transforms): the default ranks it just after onednn on purpose, and the tuner, gated by
-# the accuracy tolerance, may pick it.
-POLICY = {("conv", "onednn_winograd"): ("onednn", 1.06)}
 MIN_SAMPLES = 8
 MIN_SLOPE_SAMPLES = 8
 RIDGE = 0.05
@@ -86,8 +83,6 @@ def regress(rows):
     """Per row, the least-squares fit of log(measured / formula) (fit_one)."""
     groups = collections.defaultdict(list)
     for r in rows:
-        if (r["family"], r["tactic"]) in POLICY:
-            continue
         for lv in levels(r["regime"]):
             groups[(r["family"], r["tactic"], lv)].append(r)
     return {k: (*fit_one(v), len(v)) for k, v in groups.items() if len(v) >= MIN_SAMPLES}
@@ -108,7 +103,7 @@ def refine_for_ranking(rows, table):
     keys = sorted(table)
     index = {k: i for i, k in enumerate(keys)}
     theta = np.array([[math.log(table[k][0]), *table[k][1]] for k in keys])
-    samples = [r for r in rows if (r["family"], r["tactic"]) not in POLICY and row_of(table, r)]
+    samples = [r for r in rows if row_of(table, r)]
     if not samples:
         return table
     pos = {id(r): i for i, r in enumerate(samples)}
@@ -152,11 +147,7 @@ def fit(rows):
     return refine_for_ranking(rows, regress(rows))
 
 
-def predict(table, r, step_rows=None):
-    pol = POLICY.get((r["family"], r["tactic"]))
-    if pol:
-        other = next((o for o in (step_rows or []) if o["tactic"] == pol[0]), None)
-        return predict(table, other) * pol[1] if other else r["formula_ns"]
+def predict(table, r):
     for lv in levels(r["regime"]):
         row = table.get((r["family"], r["tactic"], lv))
         if row:
@@ -180,13 +171,12 @@ def by_step(rows):
     return steps
 
 
-def ranking(steps, pick, exclude=()):
+def ranking(steps, pick):
     """Share of nodes (steps with >= 2 candidates, each counted once per node sharing its
     signature) whose pick is within 5% of the fastest candidate, and the time lost."""
     n = within = 0
     lost = best = 0.0
     for cands in steps.values():
-        cands = [c for c in cands if (c["family"], c["tactic"]) not in exclude]
         if len(cands) < 2:
             continue
         chosen = pick(cands)
@@ -216,12 +206,10 @@ def write_table(path, table, header_lines):
         f.write("// Written by bench/fit_costs.py; do not edit by hand (src/kernels/cost_model.h says how it is read).\n")
         for line in header_lines:
             f.write(f"// {line}\n")
-        f.write("// {family, tactic, regime, a, {b1, b2, b3}, samples, after}: factor = a * s1^b1 * s2^b2 * s3^b3\n")
-        for (fam, tac), (after, factor) in sorted(POLICY.items()):
-            f.write(f'{{"{fam}", "{tac}", "*", {factor}, {{0, 0, 0}}, 0, "{after}"}},\n')
+        f.write("// {family, tactic, regime, a, {b1, b2, b3}, samples}: factor = a * s1^b1 * s2^b2 * s3^b3\n")
         for (fam, tac, lv), (a, b, n) in sorted(table.items()):
             bs = ", ".join(f"{round(v, 4) + 0.0:g}" for v in b)
-            f.write(f'{{"{fam}", "{tac}", "{lv}", {a:.4g}, {{{bs}}}, {n}, nullptr}},\n')
+            f.write(f'{{"{fam}", "{tac}", "{lv}", {a:.4g}, {{{bs}}}, {n}}},\n')
 
 
 def main():
@@ -244,8 +232,8 @@ def main():
         for s, cands in steps.items():
             if s[0] == m:
                 for c in cands:
-                    lomo[id(c)] = predict(t, c, cands)
-    fitted = {id(c): predict(table, c, cands) for cands in steps.values() for c in cands}
+                    lomo[id(c)] = predict(t, c)
+    fitted = {id(c): predict(table, c) for cands in steps.values() for c in cands}
 
     def pick_by(est):
         return lambda cands: min(cands, key=lambda c: est[id(c)])
@@ -263,18 +251,15 @@ def main():
         sub = {s: c for s, c in steps.items() if sel(s)}
         if not sub:
             continue
-        for excl, what in (((), "every candidate"), (tuple(POLICY), "policy-ranked tactics left out")):
-            lines.append(f"ranking on {name}, {what}:")
-            lines.append("  as sampled (the plan's choice): " +
-                         ranking(sub, lambda cands: next((c for c in cands if c["chosen"]), None), excl))
-            lines.append("  fitted, in sample:              " + ranking(sub, pick_by(fitted), excl))
-            lines.append("  fitted, leave one model out:    " + ranking(sub, pick_by(lomo), excl))
-    lines.append("(every candidate: a node whose fastest is onednn_winograd, ranked after onednn on purpose, counts as "
-                 "missed; a sampled plan's choice that is a policy-ranked tactic counts as no choice)")
+        lines.append(f"ranking on {name}:")
+        lines.append("  as sampled (the plan's choice): " +
+                     ranking(sub, lambda cands: next((c for c in cands if c["chosen"]), None)))
+        lines.append("  fitted, in sample:              " + ranking(sub, pick_by(fitted)))
+        lines.append("  fitted, leave one model out:    " + ranking(sub, pick_by(lomo)))
     print("\n".join(lines))
     if a.write:
         write_table(a.write, table, lines)
-        print(f"wrote {a.write}: {len(table) + len(POLICY)} rows")
+        print(f"wrote {a.write}: {len(table)} rows")
 
 
 if __name__ == "__main__":

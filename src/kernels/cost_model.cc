@@ -12,15 +12,13 @@ namespace tac::kernels {
 
 namespace {
 
-// One fitted row: factor = a * sizes[0]^b[0] * sizes[1]^b[1] * sizes[2]^b[2] over `n` samples. A row with `after` set is a
-// policy, not a fit: the tactic is estimated at `after`'s estimate times `a` on the same step.
+// One fitted row: factor = a * sizes[0]^b[0] * sizes[1]^b[1] * sizes[2]^b[2] over `n` samples.
 struct CostRow {
   const char* family;
   const char* tactic;
   const char* regime;
   double a, b[3];
   int n;
-  const char* after;
 };
 
 constexpr CostRow kCostTable[] = {
@@ -89,12 +87,9 @@ std::vector<std::string> cost_table_problems() {
   std::vector<std::string> problems;
   for (const CostRow& r : kCostTable) {
     if (!*r.family) continue;  // the empty table's placeholder row
-    bool found = false, after_found = !r.after;
-    for (ir::OpKind op : ops_of(r.family)) {
-      found |= find_tactic(op, r.tactic) != nullptr;
-      if (r.after) after_found |= find_tactic(op, r.after) != nullptr;
-    }
-    if (!found || !after_found) problems.push_back(std::string(r.family) + " " + r.tactic + " " + r.regime);
+    bool found = false;
+    for (ir::OpKind op : ops_of(r.family)) found |= find_tactic(op, r.tactic) != nullptr;
+    if (!found) problems.push_back(std::string(r.family) + " " + r.tactic + " " + r.regime);
   }
   return problems;
 }
@@ -139,11 +134,6 @@ double estimated_cost(const Tactic& t, const StepDesc& s) {
   const CostRegime regime = cost_regime(s);
   const CostRow* row = find_row(regime, t);
   if (!row) return formula;
-  if (row->after) {
-    for (const Tactic* other : tactics_for(s.node->op, t.backend))
-      if (std::string_view(other->name) == row->after && other != &t) return estimated_cost(*other, s) * row->a;
-    return formula;
-  }
   double f = row->a;
   for (int i = 0; i < 3; ++i) f *= std::pow(std::max(regime.sizes[i], 1e-6), row->b[i]);
   return formula * f;

@@ -1,6 +1,6 @@
 // The default ranking's cost model (src/kernels/cost_model.h): the fitted table names real
 // tactics, steps fall into the regimes the table is keyed by, and estimates are the formula times
-// the table's factor (the policy row included).
+// the table's factor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -80,10 +80,12 @@ TEST(CostModel, EstimateIsTheFormulaTimesTheFactor) {
   EXPECT_NEAR(cost_factor(*onednn, w3.desc), e / f, 1e-12);
   // The table has a fitted row for onednn on convolutions: its factor is not the neutral 1.
   EXPECT_NE(cost_factor(*onednn, w3.desc), 1.0);
-  // Policy row: oneDNN's Winograd is estimated just above onednn on the same step, whatever its
-  // own formula says (it rounds more; only the tuner picks it).
+  // oneDNN's Winograd is fitted like every tactic (no rule ties it to onednn): on a mid-sized 3x3
+  // convolution it measured 1.3-1.5x faster than onednn's direct kernel, and the table says so.
   if (cpu_features().avx512) {
-    EXPECT_NEAR(estimated_cost(*winograd, w3.desc), 1.06 * e, 1e-9 * e);
+    ConvStep mid(128, 128, 28, 3, 1, 1);
+    EXPECT_NE(cost_factor(*winograd, mid.desc), 1.0);
+    EXPECT_LT(estimated_cost(*winograd, mid.desc), estimated_cost(*onednn, mid.desc));
   }
   // No row for the reference kernel (a fallback, never fitted): its formula as is.
   EXPECT_EQ(cost_factor(*reference, w3.desc), 1.0);
