@@ -151,6 +151,19 @@ TEST(ConvTactics, FusedConvEveryEpilogueMatchesReference) {
   }
 }
 
+// oneDNN's Winograd takes a residual sum and ReLU as post-ops but not SiLU, HardSwish or Sigmoid:
+// those run after the convolution (YOLO-style 3x3 Conv + SiLU blocks), still matching the reference.
+TEST(ConvTactics, OnednnWinogradRunsActivationsItsPostOpsLack) {
+  if (!cpu_features().avx512) GTEST_SKIP() << "no AVX-512";
+  const Tactic* t = find_tactic(ir::OpKind::FusedConv, "onednn_winograd");
+  ASSERT_NE(t, nullptr);
+  const Case c{"3x3 32->48", {1, 32, 20, 20}, {48, 32, 3, 3}, {}, {1, 1, 1, 1}, {}};
+  int ran = 0, seed = 70;
+  for (ir::Epilogue::Act act : {ir::Epilogue::Act::silu, ir::Epilogue::Act::hard_swish, ir::Epilogue::Act::sigmoid})
+    for (bool res : {false, true}) check_case(*t, c, true, {act, 0, 0}, true, res, seed += 4, ran);
+  EXPECT_EQ(ran, 6) << "onednn_winograd declined a 3x3 convolution with one of these activations";
+}
+
 TEST(ConvTactics, ThreadCountDoesNotChangeResults) {
   for (const Tactic* t : conv_family(ir::OpKind::FusedConv)) {
     for (const Case& c : cases()) {
