@@ -124,7 +124,7 @@ inline double stream_cost_ns(double bytes, double compute_ns, int threads, int64
 inline double isa_factor(Isa isa) { return isa == Isa::avx512 ? 0.55 : 1.0; }
 
 // ---- per-ISA entry points
-enum class UnaryOp { relu, leaky_relu, clip, sigmoid, tanh, erf, gelu_erf, gelu_tanh, hard_sigmoid, hard_swish, exp, sqrt, neg, abs, reciprocal, square, copy };
+enum class UnaryOp { relu, leaky_relu, clip, sigmoid, tanh, erf, gelu_erf, gelu_tanh, hard_sigmoid, hard_swish, silu, exp, sqrt, neg, abs, reciprocal, square, copy };
 enum class BinaryOp { add, sub, mul, div, max, min };
 
 struct PoolGeom {
