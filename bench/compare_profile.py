@@ -5,19 +5,26 @@
     node bench/ort/bench_ort.js MODEL.onnx --threads 1 --profile /tmp/ort   # writes /tmp/ort_<date>.json
     bench/compare_profile.py tac.json /tmp/ort_*.json [--top 25]
 
-or, both in one go:  bench/compare_profile.py --model MODEL.onnx [--threads 1]
+or, both in one go:  bench/compare_profile.py --model MODEL.onnx [--threads 1] [--nodes]
 
 Per op type (as each engine names it after its own fusions: Tactician's FusedConv, Reformat,
 ...; ORT's FusedConv, ReorderInput, ...): steps / nodes per run and milliseconds per run (Tactician:
 the sum of the steps' medians; ORT: the kernel times of its last RUNS runs, averaged), sorted by the
 larger of the two, then both totals. An op type one engine has and the other has not is where the
 fusions differ; the same op type slower on one side is a kernel to look at.
+
+--nodes: per node instead, Tactician's steps paired with ORT's nodes by name (ORT names a node it
+rewrote after its output, "<node>_output_0_nchwc"; both sides sanitized to [A-Za-z0-9.]), an ORT
+node no step matched that is no convolution or matmul (a separate activation, a reorder) counted with
+the matched node before it; a step ORT renamed (a Conv fused with its Relu is named after the Relu's
+output) shows "-", and the ORT nodes left over are summed at the end.
 """
 import argparse
 import collections
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -55,6 +62,95 @@ def ort_ops(path, runs=None):
     return {k: [c / n, ms / n] for k, (c, ms) in ops.items()}, run_ms[len(run_ms) // 2]
 
 
+def node_key(name):
+    name = re.sub(r"_output_\d+(_nchwc)?$", "", name)
+    return re.sub(r"[^A-Za-z0-9.]+", "_", name).strip("_")
+
+
+def ort_nodes(path, runs=None):
+    """ORT's kernels of one run in execution order, [(name, op, ms per run)], averaged over the last RUNS runs."""
+    with open(path) as f:
+        events = json.load(f)
+    model_runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                        key=lambda e: e["ts"])
+    last = model_runs[-runs:] if runs else model_runs
+    windows = [(e["ts"], e["ts"] + e["dur"]) for e in last]
+    total = collections.defaultdict(float)
+    order = []
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
+            continue
+        if any(a <= e["ts"] <= b for a, b in windows):
+            name = e["name"][:-len("_kernel_time")]
+            if name not in total:
+                order.append((name, e.get("args", {}).get("op_name", "?")))
+            total[name] += e["dur"] / 1000.0
+    return [(n, op, total[n] / len(windows)) for n, op in order]
+
+
+def fused_names(model):
+    """ORT names a node it fused after the fusion's last output ("<tensor>_nchwc"): maps that key to
+    the key of the convolution / matmul the fusion started from (walking back from the tensor's
+    producer through up to 3 single-producer activations, adds and muls), as Tactician names its step."""
+    try:
+        import onnx
+    except ImportError:
+        return {}
+    g = onnx.load(model, load_external_data=False).graph
+    producer = {o: n for n in g.node for o in n.output}
+    heads = ("Conv", "MatMul", "Gemm", "ConvTranspose")
+    out = {}
+    for n in g.node:
+        for o in n.output:
+            cur = n
+            for _ in range(4):
+                if cur.op_type in heads:
+                    out[node_key(o)] = node_key(cur.name)
+                    break
+                ins = [producer[i] for i in cur.input if i in producer]
+                if not ins:
+                    break
+                cur = ins[0]
+    return out
+
+
+def print_nodes(tac_json, ort_json, runs, top, model=None):
+    with open(tac_json) as f:
+        steps = sorted(json.loads(f.read().strip().splitlines()[-1])["steps"], key=lambda s: s["step"])
+    ort = ort_nodes(ort_json, runs)
+    by_key = {node_key(n): i for i, (n, _, _) in enumerate(ort)}
+    if model:  # ORT's fused nodes under the name of the convolution or matmul they start from
+        for k, head in fused_names(model).items():
+            if k in by_key and head not in by_key:
+                by_key[head] = by_key[k]
+    rows, used = [], set()
+    step_keys = {node_key(t["node"]) for t in steps}
+    for s in steps:
+        i = by_key.get(node_key(s["node"]))
+        extra = []
+        if i is not None:
+            used.add(i)
+            # ORT nodes that follow the matched one and match no step and are no convolution or matmul
+            # of their own: its separate activations (QuickGelu, ...) and reorders.
+            j = i + 1
+            while (j < len(ort) and j not in used and node_key(ort[j][0]) not in step_keys and
+                   ort[j][1] not in ("Conv", "FusedConv", "MatMul", "FusedMatMul", "Gemm")):
+                extra.append(ort[j])
+                used.add(j)
+                j += 1
+        ort_ms = (ort[i][2] if i is not None else 0.0) + sum(x[2] for x in extra)
+        rows.append((s, ort[i] if i is not None else None, extra, ort_ms))
+    rows.sort(key=lambda r: -max(r[0]["engine_us"] / 1000.0, r[3]))
+    print(f"{'tactician step':48} {'tactic':22} {'ms':>7}   {'ORT (+ the nodes after it)':40} {'ms':>7} {'ratio':>6}")
+    for s, o, extra, ort_ms in rows[:top]:
+        tm = s["engine_us"] / 1000.0
+        desc = (o[1] + "".join(" +" + x[1] for x in extra)) if o else "-"
+        ratio = f"{tm / ort_ms:6.2f}" if ort_ms > 0 else "     -"
+        print(f"{s['node'][:48]:48} {s['tactic'][:22]:22} {tm:7.3f}   {desc[:40]:40} {ort_ms:7.3f} {ratio}")
+    unmatched = sum(ms for k, (_, _, ms) in enumerate(ort) if k not in used)
+    print(f"ORT nodes no step matched: {unmatched:.3f} ms per run")
+
+
 def profile_both(model, threads, here):
     tac = os.environ.get("TACTICIAN", os.path.join(here, "..", "build", "tactician"))
     tmp = tempfile.mkdtemp(prefix="compare_profile_")
@@ -83,12 +179,16 @@ def main():
     ap.add_argument("--runs", type=int, default=None, help="ORT: the last RUNS runs (default: all, or the timed "
                                                             "runs with --model)")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--nodes", action="store_true", help="per node, steps paired with ORT nodes by name")
     a = ap.parse_args()
     if a.model:
         a.tactician_json, a.ort_json, timed = profile_both(a.model, a.threads, os.path.dirname(os.path.abspath(__file__)))
         a.runs = a.runs or timed
     elif not (a.tactician_json and a.ort_json):
         ap.error("give TACTICIAN_JSON and ORT_JSON, or --model")
+    if a.nodes:
+        print_nodes(a.tactician_json, a.ort_json, a.runs, a.top, a.model)
+        return
     tac, tac_median = tactician_ops(a.tactician_json)
     ort, ort_median = ort_ops(a.ort_json, a.runs)
     keys = sorted(set(tac) | set(ort), key=lambda k: -max(tac.get(k, [0, 0])[1], ort.get(k, [0, 0])[1]))
