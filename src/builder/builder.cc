@@ -1027,17 +1027,29 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
                              ? view_at(n, st, *pin)
                              : -1;
       const bool as_view = at >= 0 && (n.op == ir::OpKind::Gather ? pout.bytes <= pin->bytes - at : pout.bytes == pin->bytes);
-      // An elementwise step writes over its input only when no value of that buffer (the input or
-      // a view of it) is read after this step.
-      const bool over_input = shareable && pin->bytes == pout.bytes && inplace && in_place_op(n) && last[static_cast<size_t>(in0)] == s &&
-                              buffers[static_cast<size_t>(group[static_cast<size_t>(in0)])].last_step == s &&
-                              std::count(st.inputs.begin(), st.inputs.end(), in0) == 1;
+      // An elementwise step writes over its input 0, a tactic with Tactic::over_input over that
+      // input, only when no value of that buffer (the input or a view of it) is read after this step.
+      const int ip = !inplace || as_view ? -1
+                     : in_place_op(n)    ? 0
+                     : st.tactic && st.tactic->over_input >= 0 &&
+                             st.tactic->over_input < static_cast<int>(st.inputs.size())
+                         ? st.tactic->over_input
+                         : -1;
+      const int vin = ip >= 0 ? st.inputs[static_cast<size_t>(ip)] : ir::kNoValue;
+      const PlanValue* pv = vin == ir::kNoValue ? nullptr : &plan.values[static_cast<size_t>(vin)];
+      const bool over_input = o == 0 && !st.dynamic && pv && group[static_cast<size_t>(vin)] >= 0 && !sliced(v) &&
+                              !sliced(vin) && pv->dtype == pout.dtype && pv->bytes == pout.bytes &&
+                              last[static_cast<size_t>(vin)] == s &&
+                              buffers[static_cast<size_t>(group[static_cast<size_t>(vin)])].last_step == s &&
+                              std::count(st.inputs.begin(), st.inputs.end(), vin) == 1;
       if (as_view || over_input) {
-        view_offset[static_cast<size_t>(v)] = view_offset[static_cast<size_t>(in0)] + (as_view ? at : 0);
-        int b = group[static_cast<size_t>(in0)];
+        const int src = as_view ? in0 : vin;
+        view_offset[static_cast<size_t>(v)] = view_offset[static_cast<size_t>(src)] + (as_view ? at : 0);
+        int b = group[static_cast<size_t>(src)];
         group[static_cast<size_t>(v)] = b;
         buffers[static_cast<size_t>(b)].last_step = std::max(buffers[static_cast<size_t>(b)].last_step, last[static_cast<size_t>(v)]);
         st.in_place = true;
+        st.in_place_input = as_view ? 0 : ip;
         continue;
       }
       group[static_cast<size_t>(v)] = static_cast<int>(buffers.size());

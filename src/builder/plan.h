@@ -29,7 +29,8 @@ struct PlanStep {
   const kernels::Tactic* tactic = nullptr;
   std::vector<int> inputs;              // value ids (kNoValue for omitted), then outer-scope reads
   std::vector<int> outputs;             // value ids
-  bool in_place = false;                // output 0 shares input 0's buffer (a view op's step then runs nothing)
+  bool in_place = false;                // output 0 shares input in_place_input's buffer (a view op's step,
+  int in_place_input = 0;               // always over input 0, then runs nothing)
   // Some input or output is a dynamic value: the step runs with the shapes of this run
   // (Kernel::run_dynamic), its dynamic outputs get fresh buffers and its static outputs are
   // checked against their planned shapes and copied into the arena.

@@ -169,7 +169,7 @@ Status save_plan(const Plan& plan, const std::string& path) {
     w.str(st.tactic->name);
     w.pod<uint32_t>(static_cast<uint32_t>(st.inputs.size()));
     for (int v : st.inputs) w.str(name_of(v));
-    w.pod<uint8_t>(st.in_place ? 1 : 0);
+    w.pod<uint8_t>(st.in_place ? static_cast<uint8_t>(st.in_place_input + 1) : 0);  // 1: over input 0
     w.pod<uint8_t>(st.dynamic ? 1 : 0);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(plan.report.pass_log.size()));
@@ -320,10 +320,14 @@ Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& pa
     uint8_t dynamic;
     if (!r.pod(in_place) || !r.pod(dynamic)) return bad();
     st.in_place = in_place != 0;
+    st.in_place_input = in_place > 0 ? in_place - 1 : 0;
     st.dynamic = dynamic != 0;
     st.outputs = n.outputs;
     st.tactic = kernels::find_tactic(n.op, tactic, plan.backend);
     if (!st.tactic) return invalid_argument(path + ": " + n.label() + " uses tactic '" + tactic + "', which this build lacks");
+    if (st.in_place_input != 0 && st.in_place_input != st.tactic->over_input)
+      return invalid_argument(path + ": " + n.label() + " is planned over input " + std::to_string(st.in_place_input) +
+                              ", which tactic '" + tactic + "' does not write over");
     // A step is dynamic exactly when one of its values is (the engine relies on it).
     bool has_dynamic = false;
     for (const std::vector<int>* vs : {&st.inputs, &st.outputs})

@@ -103,6 +103,11 @@ struct Tactic {
   // large LSTM exceeded it). CUDA's host_reference is not one: until the issue-27 tactics have run
   // on a GPU they rank after it by cost (backends/cuda/kernel_util.h not_yet_run_on_a_gpu).
   bool fallback = false;
+  // The input whose buffer the kernel may write its output over, or -1: the builder then plans
+  // output 0 in that buffer when no later step reads it (memory.inplace), as it does for
+  // elementwise ops over input 0. oneDNN's convolutions over the residual (input 3 of FusedConv):
+  // their sum post-op starts from dst holding it, so the copy into dst goes.
+  int over_input = -1;
 };
 
 // Every CPU tactic for `op` (the reference fallback included, always last). With

@@ -734,6 +734,51 @@ TEST(BuilderMemory, ConcatInputsLiveInTheirSlicesAndResultsMatch) {
     }
 }
 
+// oneDNN's convolutions write over the residual of their sum post-op (Tactic::over_input = 3) when
+// nothing reads it afterwards: p = Relu(Conv(x)) feeds only the fused Add, so the fused conv's output takes
+// p's buffer (no copy into dst); a tactic that does not declare it (im2col_gemm) and memory.inplace=off
+// keep separate buffers. Results match the reference every way.
+TEST(BuilderMemory, OnednnConvWritesOverItsResidual) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "16", "8", "8"});
+  test::initializer_random(m, "w0", {16, 16, 1, 1}, 41, 0.3f);
+  test::initializer_random(m, "w1", {16, 16, 1, 1}, 42, 0.3f);
+  test::initializer_random(m, "w2", {16, 16, 3, 3}, 43, 0.1f);
+  m.node("Conv", {"x", "w0"}, {"p0"}, "conv_p");
+  m.node("Relu", {"p0"}, {"p"}, "relu_p");  // so that the Add fuses into conv2, not into conv_p
+  m.node("Conv", {"x", "w1"}, {"q0"}, "conv_q");
+  m.node("Relu", {"q0"}, {"q"}, "relu_q");
+  auto* c2 = m.node("Conv", {"q", "w2"}, {"h"}, "conv2");
+  test::attr_ints(c2, "pads", {1, 1, 1, 1});
+  m.node("Add", {"h", "p"}, {"c"}, "add");
+  m.node("Relu", {"c"}, {"y"}, "relu");
+  m.output("y", 1, {});
+  ir::Model model = load(m);
+  for (const char* layout : {"nchw", "nhwc"})
+    for (const char* tactic : {"onednn", "im2col_gemm"})
+      for (const char* inplace : {"on", "off"}) {
+        if (std::string(layout) == "nhwc" && std::string(tactic) == "im2col_gemm") continue;  // nchw only
+        const std::string route = std::string("layout.default=") + layout + " tactic.conv2=" + tactic +
+                                  " memory.inplace=" + inplace;
+        auto e = build_and_check(model, route);
+        ASSERT_TRUE(e);
+        const builder::Plan& p = e->plan();
+        const bool expect = std::string(tactic) == "onednn" && std::string(inplace) == "on";
+        int fused = 0;
+        for (const builder::PlanStep& st : p.steps) {
+          const ir::Node& n = p.model.graph.nodes[static_cast<size_t>(st.node)];
+          if (n.op != ir::OpKind::FusedConv || n.inputs.size() < 4 || n.inputs[3] == ir::kNoValue) continue;
+          ++fused;
+          EXPECT_EQ(st.in_place, expect) << route;
+          if (expect) {
+            EXPECT_EQ(st.in_place_input, 3) << route;
+            EXPECT_EQ(plan_value(p, "p").offset, p.values[static_cast<size_t>(n.outputs[0])].offset) << route;
+          }
+        }
+        EXPECT_EQ(fused, 1) << route << ": the Add did not fuse into conv2 (" << test::op_list(p.model.graph) << ")";
+      }
+}
+
 // ---------------------------------------------------------------- memory.view_alias
 
 // Views share their input's buffer and run nothing; an elementwise step after a view must not

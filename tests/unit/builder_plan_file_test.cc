@@ -133,6 +133,7 @@ TEST_F(PlanFileTest, RoundTripGivesBitwiseIdenticalOutputs) {
     for (size_t i = 0; i < p0.steps.size(); ++i) {
       EXPECT_EQ(loaded->steps[i].tactic, p0.steps[i].tactic) << "step " << i;
       EXPECT_EQ(loaded->steps[i].in_place, p0.steps[i].in_place) << "step " << i;
+      EXPECT_EQ(loaded->steps[i].in_place_input, p0.steps[i].in_place_input) << "step " << i;
     }
     auto e2 = runtime::Engine::create(std::move(loaded).value());
     ASSERT_TRUE(e2.is_ok()) << e2.status().to_string();

@@ -180,7 +180,7 @@ class OnednnKernel final : public Kernel {
         if (reorder_dst_) {
           user_res_.set_data_handle(in[3].data);
           res_reorder_.execute(stream_, user_res_, dst_mem_);
-        } else {
+        } else if (out[0].data != in[3].data) {  // else planned over the residual (Tactic::over_input)
           std::memcpy(out[0].data, in[3].data, user_dst_md_.get_size());
         }
       }

@@ -18,6 +18,13 @@ using namespace conv;
     #name, ir::OpKind::FusedConv, help, name##_applies, name##_cost, name##_prepare, Backend::cpu, layouts      \
   }
 #define TAC_CONV_ROWS(name, help) TAC_CONV_ROWS_L(name, help, false)
+// Writes its output over the residual (input 3, see Tactic::over_input) where the builder lets it.
+#define TAC_CONV_ROWS_RES(name, help, layouts)                                                                    \
+  Tactic{#name, ir::OpKind::Conv, help, name##_applies, name##_cost, name##_prepare, Backend::cpu, layouts},     \
+      Tactic {                                                                                                     \
+    #name, ir::OpKind::FusedConv, help, name##_applies, name##_cost, name##_prepare, Backend::cpu, layouts, false, \
+        false, false, 3                                                                                            \
+  }
 
 const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(im2col_gemm, "im2col into the workspace + our packed sgemm (weights prepacked, fused epilogue); any 2-D conv"),
@@ -33,14 +40,15 @@ const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(depthwise_avx512, "depthwise (group == C == M) conv, 16 output pixels per AVX-512 vector"),
     TAC_CONV_ROWS(depthwise_avx2, "depthwise (group == C == M) conv, 8 output pixels per AVX2 vector"),
     TAC_CONV_ROWS(direct_rows_avx512, "direct conv along output rows (phase planes for strides), 12 out-channels x 32 columns AVX-512 tile; few input channels (C <= 32, OW >= 16)"),
-    TAC_CONV_ROWS_L(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside; in "
+    TAC_CONV_ROWS_RES(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside; in "
                             "nhwc / blocked layouts (layout.*) reads and writes them directly", true),
     TAC_CONV_ROWS(onednn_nchw, "oneDNN convolution forced to plain nchw/oihw formats (no reorders)"),
-    TAC_CONV_ROWS_L(onednn_winograd, "oneDNN Winograd convolution (F(2x2,3x3) or F(4x4,3x3), AVX-512, 3x3 stride 1): "
+    TAC_CONV_ROWS_RES(onednn_winograd, "oneDNN Winograd convolution (F(2x2,3x3) or F(4x4,3x3), AVX-512, 3x3 stride 1): "
                                      "fewer multiplies, more rounding; reorders from/to the step's layout inside", true),
 };
 #undef TAC_CONV_ROWS
 #undef TAC_CONV_ROWS_L
+#undef TAC_CONV_ROWS_RES
 
 }  // namespace
 
