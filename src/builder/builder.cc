@@ -82,7 +82,9 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend, const std::str
   space.add({knob::kPlanner, {"greedy_by_size", "greedy_by_order", "no_reuse"}, "greedy_by_size",
              "how intermediate buffers are placed in the arena", KnobScope::global});
   space.add({knob::kInplace, {"on", "off"}, "on",
-             "elementwise steps write their output over an input that dies there", KnobScope::global});
+             "elementwise steps, and oneDNN convolutions over their residual, write their output over an "
+             "input that dies there",
+             KnobScope::global});
   space.add({knob::kConcatAlias, {"on", "off"}, "on",
              "Concat inputs live in their slices of the output (when the dims before the axis are 1): their producers "
              "write there and the Concat copies nothing", KnobScope::global});
