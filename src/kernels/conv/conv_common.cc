@@ -77,22 +77,13 @@ Result<ConvGeom> conv_geom(const StepDesc& step) {
 
 namespace {
 
-// y = act(y) with the elementwise family's vector kernels (sigmoid, tanh, erf GELU, SiLU, HardSwish);
-// false where the CPU has neither AVX-512 nor AVX2 or the activation has no vector kernel.
+// y = act(y) with the elementwise family's vector kernels (ew::unary_of); false where the CPU has
+// neither AVX-512 nor AVX2 or the activation has no vector kernel.
 bool vector_act(const ir::Epilogue& ep, float* y, int64_t n) {
-  using A = ir::Epilogue::Act;
-  ew::UnaryOp op;
-  switch (ep.act) {
-    case A::sigmoid: op = ew::UnaryOp::sigmoid; break;
-    case A::tanh: op = ew::UnaryOp::tanh; break;
-    case A::gelu: op = ew::UnaryOp::gelu_erf; break;
-    case A::silu: op = ew::UnaryOp::silu; break;
-    case A::hard_swish: op = ew::UnaryOp::hard_swish; break;
-    default: return false;
-  }
+  const std::optional<ew::UnaryOp> op = ew::unary_of(ep.act);
   const CpuFeatures& f = cpu_features();
-  if (!f.avx512 && !f.avx2_fma) return false;
-  ew::isa_kernels(f.avx512 ? ew::Isa::avx512 : ew::Isa::avx2).unary(op, y, y, n, ep.alpha, ep.beta);
+  if (!op || (!f.avx512 && !f.avx2_fma)) return false;
+  ew::isa_kernels(f.avx512 ? ew::Isa::avx512 : ew::Isa::avx2).unary(*op, y, y, n, ep.alpha, ep.beta);
   return true;
 }
 

@@ -9,14 +9,13 @@
 // "onednn_winograd" is oneDNN's Winograd (F(2x2,3x3) or F(4x4,3x3), its choice; 3x3 stride 1,
 // AVX-512, blocked formats only): src/dst are reordered from/to whatever layout the step has.
 // The activation is a oneDNN post-op, but Winograd's post-ops take a residual sum and ReLU, not
-// SiLU, HardSwish, Sigmoid, ...: those run over dst right after the convolution with the
-// elementwise family's vector kernels.
+// SiLU, HardSwish, Sigmoid, ...: those run over dst right after the convolution (finish_row, the
+// epilogue of our own convolutions).
 #include <cstring>
 #include <dnnl.hpp>
 #include <vector>
 
 #include "kernels/conv/conv_common.h"
-#include "kernels/elementwise/common.h"
 #include "kernels/onednn_common.h"
 
 namespace tac::kernels::conv {
@@ -62,29 +61,6 @@ std::vector<EltwiseStep> eltwise_steps(const ir::Epilogue& ep) {
   return {};
 }
 
-// The activation `ep` as the elementwise family's vector kernel (y = op(y), in place).
-ew::UnaryOp unary_of(ir::Epilogue::Act act) {
-  using A = ir::Epilogue::Act;
-  switch (act) {
-    case A::relu: return ew::UnaryOp::relu;
-    case A::leaky_relu: return ew::UnaryOp::leaky_relu;
-    case A::clip: return ew::UnaryOp::clip;
-    case A::sigmoid: return ew::UnaryOp::sigmoid;
-    case A::tanh: return ew::UnaryOp::tanh;
-    case A::gelu: return ew::UnaryOp::gelu_erf;
-    case A::silu: return ew::UnaryOp::silu;
-    case A::hard_swish: return ew::UnaryOp::hard_swish;
-    case A::hard_sigmoid: return ew::UnaryOp::hard_sigmoid;
-    case A::none: break;
-  }
-  return ew::UnaryOp::copy;
-}
-
-// Whether the activation runs after the primitive rather than as its post-op: where Winograd's
-// post-ops lack it. (Running SiLU after oneDNN's direct kernels too, instead of its swish post-op,
-// measured no faster on efficientnet_b1.)
-bool act_after(const ConvGeom& g, Mode mode, ir::Layout src_layout, ir::Layout dst_layout);
-
 // The primitive for `g` in `mode` with the step's activation layouts; throws dnnl::error when
 // oneDNN has none (onednn_winograd's applies asks this way). `with_act`: the activation as a
 // post-op (else the caller applies it after).
@@ -118,14 +94,19 @@ dnnl::convolution_forward::primitive_desc conv_pd(const ConvGeom& g, Mode mode, 
   return dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
 }
 
-bool act_after(const ConvGeom& g, Mode mode, ir::Layout src_layout, ir::Layout dst_layout) {
-  if (mode != Mode::winograd || g.ep.act == ir::Epilogue::Act::none) return false;
+// conv_pd with the activation as a post-op, or, for Winograd, whose post-ops lack most activations,
+// without it: `act_after` then says the caller applies it after the primitive. (Running SiLU after
+// oneDNN's direct kernels too, instead of its swish post-op, measured no faster on efficientnet_b1.)
+dnnl::convolution_forward::primitive_desc conv_pd_act(const ConvGeom& g, Mode mode, ir::Layout src_layout,
+                                                      ir::Layout dst_layout, bool& act_after) {
+  act_after = false;
   try {
-    conv_pd(g, mode, src_layout, dst_layout);
-    return false;
+    return conv_pd(g, mode, src_layout, dst_layout);
   } catch (const dnnl::error&) {
-    return true;
+    if (mode != Mode::winograd || g.ep.act == ir::Epilogue::Act::none) throw;
   }
+  act_after = true;
+  return conv_pd(g, mode, src_layout, dst_layout, /*with_act=*/false);
 }
 
 class OnednnKernel final : public Kernel {
@@ -138,8 +119,7 @@ class OnednnKernel final : public Kernel {
     user_dst_md_ = dnnl::memory::desc({g.N, g.M, g.OH, g.OW}, dt::f32, dnnl_tag(dst_layout));
     const dnnl::memory::desc user_w_md(weight_dims(g), dt::f32, weight_tag(g));
     const dnnl::memory::desc b_md({g.M}, dt::f32, tag::x);
-    act_after_ = act_after(g, mode, src_layout, dst_layout);
-    pd_ = conv_pd(g, mode, src_layout, dst_layout, /*with_act=*/!act_after_);
+    pd_ = conv_pd_act(g, mode, src_layout, dst_layout, act_after_);
     conv_ = dnnl::convolution_forward(pd_);
     // Weights: reordered once into the primitive's format.
     weights_ = dnnl::memory(pd_.weights_desc(), eng);
@@ -212,21 +192,16 @@ class OnednnKernel final : public Kernel {
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward conv_;
   dnnl::reorder src_reorder_, dst_reorder_, res_reorder_;
-  bool act_after_ = false;  // the activation runs after the primitive (act_after())
+  bool act_after_ = false;  // the activation runs after the primitive (conv_pd_act)
 
-  // y = act(y) over the primitive's dst (padded channels included: every activation that runs
-  // after keeps 0 at 0 where dst is blocked, see act_after), in chunks over the step's threads.
+  // y = act(y) over the primitive's dst (padded channels included: an activation that runs after
+  // keeps 0 at 0 where dst is blocked, see onednn_winograd_applies), in chunks over the step's threads.
   void run_act_after(float* y, size_t n) const {
-    const auto& k = ew::isa_kernels(cpu_features().avx512 ? ew::Isa::avx512 : ew::Isa::avx2);
-    const ew::UnaryOp op = unary_of(g_.ep.act);
-    const float a = g_.ep.alpha, b = g_.ep.beta;
     constexpr int64_t kChunk = 16384;
     const int64_t total = static_cast<int64_t>(n), chunks = (total + kChunk - 1) / kChunk;
 #pragma omp parallel for num_threads(g_.threads) schedule(static) if (g_.threads > 1 && chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t i0 = c * kChunk;
-      k.unary(op, y + i0, y + i0, std::min(kChunk, total - i0), a, b);
-    }
+    for (int64_t c = 0; c < chunks; ++c)
+      finish_row(y + c * kChunk, nullptr, std::min(kChunk, total - c * kChunk), 0.0f, g_.ep);
   }
   dnnl::memory weights_, src_mem_, dst_mem_, user_src_, user_dst_, user_res_, scratch_, bias_;
   bool reorder_src_ = false, reorder_dst_ = false;
@@ -300,12 +275,12 @@ Status onednn_winograd_applies(const StepDesc& s) {
   if (g->KH != 3 || g->KW != 3 || g->SH != 1 || g->SW != 1 || g->DH != 1 || g->DW != 1 || g->G != 1)
     return not_applicable("Winograd: 3x3 stride 1, no dilation, one group");
   try {
-    const bool after = act_after(*g, Mode::winograd, s.in_layout(0), s.out_layout(0));
+    bool after = false;
+    conv_pd_act(*g, Mode::winograd, s.in_layout(0), s.out_layout(0), after);
     // The activation then runs over dst in the primitive's blocked format, padded channels
     // included, which must stay zero where the step's own layout is blocked.
     if (after && g->ep.apply(0.0f) != 0.0f && ir::is_blocked(s.out_layout(0)))
       return not_applicable("Winograd: this activation after the convolution would write the blocked padding");
-    conv_pd(*g, Mode::winograd, s.in_layout(0), s.out_layout(0), /*with_act=*/!after);
   } catch (const dnnl::error& e) {
     return not_applicable(std::string("oneDNN has no Winograd convolution for this step: ") + e.what());
   }

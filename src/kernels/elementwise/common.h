@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <omp.h>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ir/epilogue.h"
 #include "kernels/tactic.h"
 
 namespace tac::kernels::ew {
@@ -149,6 +151,25 @@ namespace isa_avx2 { const IsaKernels& kernels(); }
 namespace isa_avx512 { const IsaKernels& kernels(); }
 inline const IsaKernels& isa_kernels(Isa isa) {
   return isa == Isa::avx512 ? isa_avx512::kernels() : isa_avx2::kernels();
+}
+
+// The unary kernel computing a fused activation in place (y = op(y), with the epilogue's alpha and
+// beta as a and b), for the convolution and GEMM epilogues that apply one over a buffer.
+inline std::optional<UnaryOp> unary_of(ir::Epilogue::Act act) {
+  using A = ir::Epilogue::Act;
+  switch (act) {
+    case A::relu: return UnaryOp::relu;
+    case A::leaky_relu: return UnaryOp::leaky_relu;
+    case A::clip: return UnaryOp::clip;
+    case A::sigmoid: return UnaryOp::sigmoid;
+    case A::tanh: return UnaryOp::tanh;
+    case A::gelu: return UnaryOp::gelu_erf;
+    case A::silu: return UnaryOp::silu;
+    case A::hard_swish: return UnaryOp::hard_swish;
+    case A::hard_sigmoid: return UnaryOp::hard_sigmoid;
+    case A::none: break;
+  }
+  return std::nullopt;
 }
 
 // A Kernel from a lambda: run(inputs, outputs, workspace) -> Status.

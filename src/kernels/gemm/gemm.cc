@@ -36,14 +36,9 @@ void scalar_row_epilogue(float* c, int64_t n, float alpha, const float* bias, fl
 }  // namespace
 
 bool detail::vector_act_row(Isa isa, const ir::Epilogue& act, float* c, int64_t n) {
-  ew::UnaryOp op;
-  switch (act.act) {
-    case ir::Epilogue::Act::gelu: op = ew::UnaryOp::gelu_erf; break;
-    case ir::Epilogue::Act::sigmoid: op = ew::UnaryOp::sigmoid; break;
-    case ir::Epilogue::Act::tanh: op = ew::UnaryOp::tanh; break;
-    default: return false;
-  }
-  ew::isa_kernels(isa == Isa::avx512 ? ew::Isa::avx512 : ew::Isa::avx2).unary(op, c, c, n, 0.0f, 0.0f);
+  using A = ir::Epilogue::Act;
+  if (act.act != A::gelu && act.act != A::sigmoid && act.act != A::tanh) return false;
+  ew::isa_kernels(isa == Isa::avx512 ? ew::Isa::avx512 : ew::Isa::avx2).unary(*ew::unary_of(act.act), c, c, n, 0.0f, 0.0f);
   return true;
 }
 
