@@ -12,19 +12,15 @@ namespace {
 using namespace conv;
 
 // Rank by the formula (name##_cost) times the fitted factors of src/kernels/cost_table.inc.
-#define TAC_CONV_ROWS_L(name, help, layouts)                                                                    \
+// `over`: the FusedConv row writes its output over that input (Tactic::over_input; 3 = the
+// residual) where the builder lets it, -1 none.
+#define TAC_CONV_ROWS_X(name, help, layouts, over)                                                              \
   Tactic{#name, ir::OpKind::Conv, help, name##_applies, name##_cost, name##_prepare, Backend::cpu, layouts},   \
       Tactic {                                                                                                   \
-    #name, ir::OpKind::FusedConv, help, name##_applies, name##_cost, name##_prepare, Backend::cpu, layouts      \
+    #name, ir::OpKind::FusedConv, help, name##_applies, name##_cost, name##_prepare, Backend::cpu, layouts,     \
+        false, false, false, over                                                                                \
   }
-#define TAC_CONV_ROWS(name, help) TAC_CONV_ROWS_L(name, help, false)
-// Writes its output over the residual (input 3, see Tactic::over_input) where the builder lets it.
-#define TAC_CONV_ROWS_RES(name, help, layouts)                                                                    \
-  Tactic{#name, ir::OpKind::Conv, help, name##_applies, name##_cost, name##_prepare, Backend::cpu, layouts},     \
-      Tactic {                                                                                                     \
-    #name, ir::OpKind::FusedConv, help, name##_applies, name##_cost, name##_prepare, Backend::cpu, layouts, false, \
-        false, false, 3                                                                                            \
-  }
+#define TAC_CONV_ROWS(name, help) TAC_CONV_ROWS_X(name, help, false, -1)
 
 const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(im2col_gemm, "im2col into the workspace + our packed sgemm (weights prepacked, fused epilogue); any 2-D conv"),
@@ -40,15 +36,14 @@ const Tactic kConvTactics[] = {
     TAC_CONV_ROWS(depthwise_avx512, "depthwise (group == C == M) conv, 16 output pixels per AVX-512 vector"),
     TAC_CONV_ROWS(depthwise_avx2, "depthwise (group == C == M) conv, 8 output pixels per AVX2 vector"),
     TAC_CONV_ROWS(direct_rows_avx512, "direct conv along output rows (phase planes for strides), 12 out-channels x 32 columns AVX-512 tile; few input channels (C <= 32, OW >= 16)"),
-    TAC_CONV_ROWS_RES(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside; in "
-                            "nhwc / blocked layouts (layout.*) reads and writes them directly", true),
+    TAC_CONV_ROWS_X(onednn, "oneDNN convolution, formats chosen by oneDNN (blocked), reorders from/to NCHW inside; in "
+                            "nhwc / blocked layouts (layout.*) reads and writes them directly", true, 3),
     TAC_CONV_ROWS(onednn_nchw, "oneDNN convolution forced to plain nchw/oihw formats (no reorders)"),
-    TAC_CONV_ROWS_RES(onednn_winograd, "oneDNN Winograd convolution (F(2x2,3x3) or F(4x4,3x3), AVX-512, 3x3 stride 1): "
-                                     "fewer multiplies, more rounding; reorders from/to the step's layout inside", true),
+    TAC_CONV_ROWS_X(onednn_winograd, "oneDNN Winograd convolution (F(2x2,3x3) or F(4x4,3x3), AVX-512, 3x3 stride 1): "
+                                     "fewer multiplies, more rounding; reorders from/to the step's layout inside", true, 3),
 };
 #undef TAC_CONV_ROWS
-#undef TAC_CONV_ROWS_L
-#undef TAC_CONV_ROWS_RES
+#undef TAC_CONV_ROWS_X
 
 }  // namespace
 
