@@ -40,7 +40,9 @@ def tactician_ops(path):
     return ops, prof.get("median_ms")
 
 
-def ort_ops(path, runs=None):
+def ort_kernels(path, runs=None):
+    """ORT's kernel events inside its last RUNS timed runs (all runs by default), in time order, the
+    number of those runs and their median time in ms."""
     with open(path) as f:
         events = json.load(f)
     model_runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
@@ -49,17 +51,21 @@ def ort_ops(path, runs=None):
         sys.exit(f"compare_profile: {path} has no model_run events (not an ONNX Runtime profile?)")
     last = model_runs[-runs:] if runs else model_runs
     windows = [(e["ts"], e["ts"] + e["dur"]) for e in last]
-    ops = collections.defaultdict(lambda: [0, 0.0])
-    for e in events:
-        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
-            continue
-        if any(a <= e["ts"] <= b for a, b in windows):
-            op = e.get("args", {}).get("op_name", "?")
-            ops[op][0] += 1
-            ops[op][1] += e["dur"] / 1000.0
-    n = len(windows)
+    kernels = [e for e in sorted(events, key=lambda e: e["ts"])
+               if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
+               and any(a <= e["ts"] <= b for a, b in windows)]
     run_ms = sorted(e["dur"] / 1000.0 for e in last)
-    return {k: [c / n, ms / n] for k, (c, ms) in ops.items()}, run_ms[len(run_ms) // 2]
+    return kernels, len(windows), run_ms[len(run_ms) // 2]
+
+
+def ort_ops(path, runs=None):
+    kernels, n, median = ort_kernels(path, runs)
+    ops = collections.defaultdict(lambda: [0, 0.0])
+    for e in kernels:
+        op = e.get("args", {}).get("op_name", "?")
+        ops[op][0] += 1
+        ops[op][1] += e["dur"] / 1000.0
+    return {k: [c / n, ms / n] for k, (c, ms) in ops.items()}, median
 
 
 def node_key(name):
@@ -69,23 +75,15 @@ def node_key(name):
 
 def ort_nodes(path, runs=None):
     """ORT's kernels of one run in execution order, [(name, op, ms per run)], averaged over the last RUNS runs."""
-    with open(path) as f:
-        events = json.load(f)
-    model_runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-                        key=lambda e: e["ts"])
-    last = model_runs[-runs:] if runs else model_runs
-    windows = [(e["ts"], e["ts"] + e["dur"]) for e in last]
+    kernels, n, _ = ort_kernels(path, runs)
     total = collections.defaultdict(float)
     order = []
-    for e in sorted(events, key=lambda e: e["ts"]):
-        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
-            continue
-        if any(a <= e["ts"] <= b for a, b in windows):
-            name = e["name"][:-len("_kernel_time")]
-            if name not in total:
-                order.append((name, e.get("args", {}).get("op_name", "?")))
-            total[name] += e["dur"] / 1000.0
-    return [(n, op, total[n] / len(windows)) for n, op in order]
+    for e in kernels:
+        name = e["name"][:-len("_kernel_time")]
+        if name not in total:
+            order.append((name, e.get("args", {}).get("op_name", "?")))
+        total[name] += e["dur"] / 1000.0
+    return [(name, op, total[name] / n) for name, op in order]
 
 
 def fused_names(model):

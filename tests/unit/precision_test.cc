@@ -70,36 +70,32 @@ std::vector<float> random_scales(int64_t n, uint64_t seed) {
 
 // ---- Cast and QuantizeLinear steps: exact ----
 
+// A Cast of `x` to ONNX type `to` through tactic `t` (2 threads; input and output in layout `l`)
+// matches the reference bit for bit (a blocked output's padding staying zero: check_tactic checks it).
+void expect_cast_exact(const kernels::Tactic& t, int64_t to, const Tensor& x, ir::Layout l = ir::Layout::nchw) {
+  ir::Node n = make_node("Cast", 1, 1, 19);
+  set_attr(n, "to", to);
+  auto r = l == ir::Layout::nchw ? check_tactic(t, n, {x}, {false}, 2) : check_tactic(t, n, {x}, {false}, 2, {l}, l);
+  ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+  EXPECT_EQ(r.max_abs_diff, 0.0);
+}
+
 TEST(PrecisionTactics, CastBf16MatchesTheReferenceExactly) {
   if (!has_bf16()) GTEST_SKIP() << "no AVX512-BF16";
   const kernels::Tactic* t = find_tactic(ir::OpKind::Cast, "cast_bf16_avx512");
   ASSERT_NE(t, nullptr);
   for (int64_t n : {1, 15, 31, 33, 1000, 70001}) {
     SCOPED_TRACE(n);
-    ir::Node to16 = make_node("Cast", 1, 1, 19);
-    set_attr(to16, "to", int64_t{16});
-    auto r = check_tactic(*t, to16, {random_tensor(DType::float32, {n}, 3 + n)}, {false}, 2);
-    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-    EXPECT_EQ(r.max_abs_diff, 0.0);
-    ir::Node to32 = make_node("Cast", 1, 1, 19);
-    set_attr(to32, "to", int64_t{1});
-    r = check_tactic(*t, to32, {random_tensor(DType::bfloat16, {3, n}, 5 + n)}, {false}, 2);
-    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-    EXPECT_EQ(r.max_abs_diff, 0.0);
+    expect_cast_exact(*t, 16, random_tensor(DType::float32, {n}, 3 + n));
+    expect_cast_exact(*t, 1, random_tensor(DType::bfloat16, {3, n}, 5 + n));
   }
   // In the layout rewrite's layouts, both ways, the padding of blocked ones staying zero
   // (check_tactic checks it).
   ASSERT_TRUE(t->layouts);
   for (ir::Layout l : {ir::Layout::nhwc, ir::Layout::nchw16c, ir::Layout::nchw8c}) {
     SCOPED_TRACE(ir::layout_name(l));
-    for (int64_t to : {16, 1}) {
-      ir::Node n = make_node("Cast", 1, 1, 19);
-      set_attr(n, "to", to);
-      const DType from = to == 16 ? DType::float32 : DType::bfloat16;
-      auto r = check_tactic(*t, n, {random_tensor(from, {2, 21, 5, 7}, 9 + to)}, {false}, 2, {l}, l);
-      ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-      EXPECT_EQ(r.max_abs_diff, 0.0);
-    }
+    for (int64_t to : {16, 1})
+      expect_cast_exact(*t, to, random_tensor(to == 16 ? DType::float32 : DType::bfloat16, {2, 21, 5, 7}, 9 + to), l);
   }
   // Not fp32 <-> bf16: not applicable.
   ir::Node to16 = make_node("Cast", 1, 1, 19);
@@ -126,29 +122,15 @@ TEST(PrecisionTactics, CastFp16MatchesTheReferenceExactly) {
       v[2] = 1.0f + 1.0f / 2048.0f;                 // a tie between 1 and the next fp16: to even
       v[3] = -std::numeric_limits<float>::infinity();
     }
-    ir::Node to16 = make_node("Cast", 1, 1, 19);
-    set_attr(to16, "to", int64_t{10});
-    auto r = check_tactic(*t, to16, {x}, {false}, 2);
-    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-    EXPECT_EQ(r.max_abs_diff, 0.0);
-    ir::Node to32 = make_node("Cast", 1, 1, 19);
-    set_attr(to32, "to", int64_t{1});
-    r = check_tactic(*t, to32, {random_tensor(DType::float16, {3, n}, 5 + n)}, {false}, 2);
-    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-    EXPECT_EQ(r.max_abs_diff, 0.0);
+    expect_cast_exact(*t, 10, x);
+    expect_cast_exact(*t, 1, random_tensor(DType::float16, {3, n}, 5 + n));
   }
   // In the layout rewrite's layouts.
   ASSERT_TRUE(t->layouts);
   for (ir::Layout l : {ir::Layout::nhwc, ir::Layout::nchw16c}) {
     SCOPED_TRACE(ir::layout_name(l));
-    for (int64_t to : {10, 1}) {
-      ir::Node n = make_node("Cast", 1, 1, 19);
-      set_attr(n, "to", to);
-      const DType from = to == 10 ? DType::float32 : DType::float16;
-      auto r = check_tactic(*t, n, {random_tensor(from, {2, 21, 5, 7}, 11 + to)}, {false}, 2, {l}, l);
-      ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-      EXPECT_EQ(r.max_abs_diff, 0.0);
-    }
+    for (int64_t to : {10, 1})
+      expect_cast_exact(*t, to, random_tensor(to == 10 ? DType::float32 : DType::float16, {2, 21, 5, 7}, 11 + to), l);
   }
   // fp32 -> bf16 is the other tactic's.
   ir::Node to_bf16 = make_node("Cast", 1, 1, 19);
