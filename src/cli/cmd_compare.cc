@@ -171,7 +171,9 @@ int cmd_compare(int argc, char** argv) {
       "  --inputs DIR           a test_data_set_* folder (input_K.pb), or a folder of them: every set runs\n"
       "  --input NAME=FILE      a graph input from a .pb or .npy file; inputs not given are seeded random\n"
       "                         data (--seed S, default 0; symbolic dims from --dim, else a plan's sizes, else 1)\n"
-      "  --output NAME          compare only this output (repeatable; default: every output)\n"
+      "  --output NAME          compare only this output (repeatable; default: every output); a node's\n"
+      "                         output that is not a graph output becomes one of both engines, which\n"
+      "                         traces a wrong output back to the step that first leaves the tolerance\n"
       "  --threads N            threads of both engines\n"
       "  --json                 the last line of stdout is {\"a\", \"b\", \"tolerance\", \"pass\", \"sets\": [{\"name\",\n"
       "                         \"outputs\": [{\"name\", \"linf\", \"max_rel\", \"l1\", \"l2\", \"cos\", \"l0\", \"finite\",\n"
@@ -201,17 +203,25 @@ int cmd_compare(int argc, char** argv) {
 
   auto model = io::load_model(args.positional[0]);
   if (!model) return fail(model.status(), 1);
-  const ir::Graph& g = model->graph;
+  ir::Graph& g = model->graph;
   std::vector<size_t> outputs;  // positions among the graph's outputs
   for (const std::string& name : args.all("--output")) {
     size_t k = 0;
     while (k < g.outputs.size() && g.values[static_cast<size_t>(g.outputs[k])].name != name) ++k;
     if (k == g.outputs.size()) {
-      std::string names;
-      for (int v : g.outputs) names += (names.empty() ? "" : ", ") + g.values[static_cast<size_t>(v)].name;
-      return fail(invalid_argument("--output '" + name + "': " + model->path + " has no output named so (its outputs: " +
-                                   names + ")"),
-                  2);
+      // An intermediate value becomes an output of both engines (polygraphy's --onnx-outputs): how
+      // a wrong output is traced back to the step that first leaves the tolerance.
+      const int v = g.find_value(name);
+      if (v < 0 || g.values[static_cast<size_t>(v)].producer < 0)
+        return fail(invalid_argument("--output '" + name + "': " + model->path +
+                                     " has no output or node output named so"),
+                    2);
+      for (const Side* s : {&a, &b})
+        if (s->args.has("--plan"))
+          return fail(invalid_argument("--output '" + name + "': not an output of " + model->path + ", and " + s->flag +
+                                       " is a saved plan, whose outputs are fixed"),
+                      2);
+      g.outputs.push_back(v);
     }
     outputs.push_back(k);
   }

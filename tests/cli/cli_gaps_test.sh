@@ -155,8 +155,18 @@ fi
 expect compare-missing-plan 1 "io_error: --a '.*none.plan': .*none.plan: cannot open the plan" -- \
   "$bin" compare "$model" --a "$tmp/none.plan"
 expect compare-no-such-side 2 "--b 'nosuch': no such file; a side is default, reference, route text" -- "$bin" compare "$model" --b nosuch
-expect compare-unknown-output 2 "--output 'nope': .*squeezenet1.1/model.onnx has no output named so \(its outputs: softmaxout_1\)" -- \
+expect compare-unknown-output 2 "--output 'nope': .*squeezenet1.1/model.onnx has no output or node output named so" -- \
   "$bin" compare "$model" --output nope
+# An intermediate value becomes an output of both engines: how a wrong output is traced to a step.
+expect compare-intermediate 0 "^  fire2/concat_1 +float\[1,128,55,55\] .* PASS" -- \
+  "$bin" compare "$model" --a "pass.fuse_conv=off" --b reference --output fire2/concat_1 --output softmaxout_1
+grep -q "^  softmaxout_1 .* PASS" "$tmp/out" && echo "ok   compare-intermediate-and-output" \
+  || { echo "FAIL compare-intermediate-and-output"; cat "$tmp/out"; fails=$((fails+1)); }
+expect compare-intermediate-fail 1 "^FAIL: output 'conv1_2': l2 [0-9.e-]+ > 1e-14" -- \
+  "$bin" compare "$model" --output conv1_2 --tolerance "l2<=1e-14" --b "layout.default=nchw"
+expect compare-intermediate-plan 2 "--output 'conv1_2': not an output of .*model.onnx, and --a is a saved plan, whose outputs are fixed" -- \
+  "$bin" compare "$model" --a "$tmp/r.plan" --output conv1_2
+expect compare-intermediate-input 2 "--output 'data_0': .* has no output or node output named so" -- "$bin" compare "$model" --output data_0
 expect compare-bad-tolerance 2 "--tolerance: tolerance term 'l2<1e-3'" -- "$bin" compare "$model" --tolerance "l2<1e-3"
 expect compare-reference-backend 2 "--a-backend: --a reference runs the reference interpreter on the host" -- \
   "$bin" compare "$model" --a reference --a-backend cpu
