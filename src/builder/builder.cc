@@ -815,125 +815,120 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
   return space;
 }
 
-Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& options) {
-  auto t0 = std::chrono::steady_clock::now();
-  BuildOptions opts = options;
-  TAC_RETURN_IF_ERROR(apply_shape_ranges(m, opts));
-  TAC_ASSIGN_OR_RETURN(KnobSpace space, knob_space(m, opts));
-  TAC_RETURN_IF_ERROR(validate_route(route, space));
-  Plan plan;
-  const Route active = active_route(route, space, &plan.report.inactive);
-  RouteView view(active, space);
-  plan.model_hash = m.hash;
-  TAC_ASSIGN_OR_RETURN(plan.device, device_fingerprint(opts.backend));
-  plan.backend = opts.backend;
-  plan.cuda_graphs = opts.backend == kernels::Backend::cuda && view.get(knob::kCudaGraphs) == "on";
-  plan.threads = static_cast<int>(view.get_int(knob::kThreads));
-  TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log, /*calibrate=*/true, &plan.report));
-  for (int v : m.graph.inputs)
-    for (const ir::Dim& d : m.graph.values[static_cast<size_t>(v)].type.dims)
-      if (!d.known() && !d.symbol.empty()) plan.dims[d.symbol] = opts.dims.count(d.symbol) ? opts.dims.at(d.symbol) : 1;
-  const ir::Graph& g = plan.model.graph;
+namespace {
 
-  // Tactic selection.
-  const std::string selection = view.get(knob::kSelection);
-  const int64_t prune = view.get_int(knob::kPrune);
-  for (const ir::Node& n : g.nodes) {
-    PlanStep step;
-    step.node = n.index;
-    step.inputs = step_inputs(g, n);
-    step.outputs = n.outputs;
-    kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
-    if (opts.backend == kernels::Backend::cuda) desc.workspace_limit = static_cast<size_t>(view.get_int(knob::kCudaWorkspaceMb)) << 20;
-    TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
-    step.dynamic = desc.dynamic;
-    Ranked ranked = rank_tactics(desc, opts.planted_faults, opts.backend);
-    for (const std::string& why : ranked.not_applicable)
-      if (why.find("cuda.workspace_mb=") != std::string::npos) plan.report.workspace_skipped.push_back(n.name + ": " + why);
-    if (prune > 0 && static_cast<int64_t>(ranked.candidates.size()) > prune) ranked.candidates.resize(static_cast<size_t>(prune));
-    if (ranked.candidates.empty())
-      return unsupported(n.label() + ": no tactic applies" +
-                         (ranked.not_applicable.empty() ? std::string() : " (" + ranked.not_applicable[0] + ")"));
-    TacticRanking rk;
-    rk.node = n.name;
-    rk.op = n.op_type;
-    rk.not_applicable = ranked.not_applicable;
-    std::string pinned = view.get_node(knob::kTactic, n.name);
-    if (!pinned.empty() && pinned != "auto") {
-      // A pin naming a tactic of another op is inactive: this route's passes made the node
-      // another op (fused_avx512 computes FusedAttention; with pass.fuse_attention=off the node
-      // is the plain MatMul it started as).
-      bool same_op = false;
-      for (const kernels::Tactic* t : kernels::tactics_for(n.op, opts.backend, opts.planted_faults))
-        same_op |= pinned == t->name;
-      if (!same_op) {
-        plan.report.inactive.push_back("tactic." + n.name + "=" + pinned + " (" + n.name + " is a " + n.op_type +
-                                       " under this route; " + pinned + " is a tactic of another op)");
-        pinned.clear();
-      }
-      // A pin on a layout tactic of a pool, Concat or elementwise node (onednn_pool, raw_buffer,
-      // cuda_nhwc: they run nhwc or blocked activations only; the convolutions' layout tactics
-      // run nchw too) is inactive on a node this route keeps nchw (a neighbour's pin or
-      // layout.<node>=nchw ended the region).
-      const bool conv = n.op == ir::OpKind::Conv || n.op == ir::OpKind::FusedConv;
-      if (desc.plain() && !conv && !pinned.empty())
-        if (const kernels::Tactic* t = kernels::find_tactic(n.op, pinned, opts.backend); t && t->layouts) {
-          plan.report.inactive.push_back("tactic." + n.name + "=" + pinned + " (" + n.name +
-                                         " runs in nchw under this route; " + pinned + " runs nhwc or blocked activations)");
-          pinned.clear();
-        }
-    }
-    if (!pinned.empty() && pinned != "auto") {
-      for (const auto& [t, cost] : ranked.candidates)
-        if (pinned == t->name) step.tactic = t;
-      if (!step.tactic)
-        return invalid_argument("route: tactic." + n.name + "=" + pinned + " is not a candidate for " + n.label() +
-                                (prune > 0 ? " (pruned by builder.prune or not applicable)" : " (not applicable here)"));
-      rk.why = "route";
-    } else if (selection == "isolated" && ranked.candidates.size() > 1) {
-      double best = INFINITY;
-      for (auto& [t, cost] : ranked.candidates) {
-        if (t->approximate) {  // not the op's function: only the tuner, gated by accuracy, may pick it
-          cost = NAN;           // untimed: its model estimate is no time to rank beside measured ones
-          continue;
-        }
-        cost = time_isolated_impl(*t, desc);
-        if (cost < best) {
-          best = cost;
-          step.tactic = t;
-        }
-      }
-      if (!step.tactic) step.tactic = ranked.candidates[0].first;
-      rk.why = "isolated";
-    } else {
-      step.tactic = ranked.candidates[0].first;
-      rk.why = "heuristic";
-    }
-    for (const auto& [t, cost] : ranked.candidates) rk.candidates.emplace_back(t->name, cost);
-    rk.chosen = step.tactic->name;
-    plan.report.rankings.push_back(std::move(rk));
-    plan.steps.push_back(std::move(step));
+// A route's pin of node n's tactic, or "" (none, "auto", or inactive under this route: the
+// reason is added to the report's inactive settings).
+std::string active_pin(const ir::Node& n, const kernels::StepDesc& desc, const RouteView& view, const BuildOptions& opts,
+                       Plan& plan) {
+  std::string pinned = view.get_node(knob::kTactic, n.name);
+  if (pinned.empty() || pinned == "auto") return "";
+  // A pin naming a tactic of another op is inactive: this route's passes made the node
+  // another op (fused_avx512 computes FusedAttention; with pass.fuse_attention=off the node
+  // is the plain MatMul it started as).
+  bool same_op = false;
+  for (const kernels::Tactic* t : kernels::tactics_for(n.op, opts.backend, opts.planted_faults)) same_op |= pinned == t->name;
+  if (!same_op) {
+    plan.report.inactive.push_back("tactic." + n.name + "=" + pinned + " (" + n.name + " is a " + n.op_type +
+                                   " under this route; " + pinned + " is a tactic of another op)");
+    return "";
   }
-  // The plan records what it was built from: the route without its inactive settings (those the
-  // route's own precisions or passes made inapplicable; each report line starts "knob=value").
-  Route recorded = route;
-  for (const std::string& s : plan.report.inactive) recorded.values.erase(s.substr(0, s.find('=')));
-  plan.route = recorded.to_string();
+  // A pin on a layout tactic of a pool, Concat or elementwise node (onednn_pool, raw_buffer,
+  // cuda_nhwc: they run nhwc or blocked activations only; the convolutions' layout tactics
+  // run nchw too) is inactive on a node this route keeps nchw (a neighbour's pin or
+  // layout.<node>=nchw ended the region).
+  const bool conv = n.op == ir::OpKind::Conv || n.op == ir::OpKind::FusedConv;
+  if (desc.plain() && !conv)
+    if (const kernels::Tactic* t = kernels::find_tactic(n.op, pinned, opts.backend); t && t->layouts) {
+      plan.report.inactive.push_back("tactic." + n.name + "=" + pinned + " (" + n.name +
+                                     " runs in nchw under this route; " + pinned + " runs nhwc or blocked activations)");
+      return "";
+    }
+  return pinned;
+}
 
-  // Values: constants, inputs, arena buffers with lifetimes [producer, last use].
-  plan.values.resize(g.values.size());
+// Node n's step: its tactic by the route's pin, else by builder.selection (the cost ranking, or
+// each candidate timed alone); the ranking goes to the report.
+Result<PlanStep> select_step(const ir::Node& n, const RouteView& view, const BuildOptions& opts, Plan& plan) {
+  const ir::Graph& g = plan.model.graph;
+  PlanStep step;
+  step.node = n.index;
+  step.inputs = step_inputs(g, n);
+  step.outputs = n.outputs;
+  kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
+  if (opts.backend == kernels::Backend::cuda) desc.workspace_limit = static_cast<size_t>(view.get_int(knob::kCudaWorkspaceMb)) << 20;
+  TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
+  step.dynamic = desc.dynamic;
+  Ranked ranked = rank_tactics(desc, opts.planted_faults, opts.backend);
+  for (const std::string& why : ranked.not_applicable)
+    if (why.find("cuda.workspace_mb=") != std::string::npos) plan.report.workspace_skipped.push_back(n.name + ": " + why);
+  const int64_t prune = view.get_int(knob::kPrune);
+  if (prune > 0 && static_cast<int64_t>(ranked.candidates.size()) > prune) ranked.candidates.resize(static_cast<size_t>(prune));
+  if (ranked.candidates.empty())
+    return unsupported(n.label() + ": no tactic applies" +
+                       (ranked.not_applicable.empty() ? std::string() : " (" + ranked.not_applicable[0] + ")"));
+  TacticRanking rk;
+  rk.node = n.name;
+  rk.op = n.op_type;
+  rk.not_applicable = ranked.not_applicable;
+  if (const std::string pinned = active_pin(n, desc, view, opts, plan); !pinned.empty()) {
+    for (const auto& [t, cost] : ranked.candidates)
+      if (pinned == t->name) step.tactic = t;
+    if (!step.tactic)
+      return invalid_argument("route: tactic." + n.name + "=" + pinned + " is not a candidate for " + n.label() +
+                              (prune > 0 ? " (pruned by builder.prune or not applicable)" : " (not applicable here)"));
+    rk.why = "route";
+  } else if (view.get(knob::kSelection) == "isolated" && ranked.candidates.size() > 1) {
+    double best = INFINITY;
+    for (auto& [t, cost] : ranked.candidates) {
+      if (t->approximate) {  // not the op's function: only the tuner, gated by accuracy, may pick it
+        cost = NAN;           // untimed: its model estimate is no time to rank beside measured ones
+        continue;
+      }
+      cost = time_isolated_impl(*t, desc);
+      if (cost < best) {
+        best = cost;
+        step.tactic = t;
+      }
+    }
+    if (!step.tactic) step.tactic = ranked.candidates[0].first;
+    rk.why = "isolated";
+  } else {
+    step.tactic = ranked.candidates[0].first;
+    rk.why = "heuristic";
+  }
+  for (const auto& [t, cost] : ranked.candidates) rk.candidates.emplace_back(t->name, cost);
+  rk.chosen = step.tactic->name;
+  plan.report.rankings.push_back(std::move(rk));
+  return step;
+}
+
+// Per value, the first step writing it and the last step reading it (graph outputs live to the
+// end: step count), -1 where none.
+struct Lifetimes {
+  std::vector<int> first, last;
+};
+Lifetimes lifetimes(const Plan& plan) {
+  const ir::Graph& g = plan.model.graph;
   const int n_steps = static_cast<int>(plan.steps.size());
-  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
+  Lifetimes lt{std::vector<int>(g.values.size(), -1), std::vector<int>(g.values.size(), -1)};
   for (int s = 0; s < n_steps; ++s) {
     for (int v : plan.steps[static_cast<size_t>(s)].inputs)
-      if (v != ir::kNoValue) last[static_cast<size_t>(v)] = s;
+      if (v != ir::kNoValue) lt.last[static_cast<size_t>(v)] = s;
     for (int v : plan.steps[static_cast<size_t>(s)].outputs)
       if (v != ir::kNoValue) {
-        if (first[static_cast<size_t>(v)] < 0) first[static_cast<size_t>(v)] = s;
-        last[static_cast<size_t>(v)] = std::max(last[static_cast<size_t>(v)], s);
+        if (lt.first[static_cast<size_t>(v)] < 0) lt.first[static_cast<size_t>(v)] = s;
+        lt.last[static_cast<size_t>(v)] = std::max(lt.last[static_cast<size_t>(v)], s);
       }
   }
-  for (int v : g.outputs) last[static_cast<size_t>(v)] = n_steps;
+  for (int v : g.outputs) lt.last[static_cast<size_t>(v)] = n_steps;
+  return lt;
+}
+
+// Values: constants, inputs, arena buffers (sizes checked against the machine's memory).
+Status plan_values(Plan& plan, const Lifetimes& lt) {
+  const ir::Graph& g = plan.model.graph;
+  plan.values.resize(g.values.size());
   for (size_t v = 0; v < g.values.size(); ++v) {
     const ir::Value& val = g.values[v];
     PlanValue& pv = plan.values[v];
@@ -947,54 +942,64 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
                            bytes_to_string(max_tensor_bytes()) + " of memory");
     // A constant no step reads (a Gemm bias or BatchNorm parameters a pass replaced) is not
     // part of the plan: the plan file's graph export drops it, and it is not a weight.
-    if (val.initializer) pv.kind = last[v] >= 0 ? PlanValue::Kind::constant : PlanValue::Kind::unused;
+    if (val.initializer) pv.kind = lt.last[v] >= 0 ? PlanValue::Kind::constant : PlanValue::Kind::unused;
     else if (val.is_input) pv.kind = dynamic ? PlanValue::Kind::dynamic : PlanValue::Kind::input;
-    else if (first[v] >= 0) pv.kind = dynamic ? PlanValue::Kind::dynamic : PlanValue::Kind::arena;
+    else if (lt.first[v] >= 0) pv.kind = dynamic ? PlanValue::Kind::dynamic : PlanValue::Kind::arena;
   }
-  // Concat elimination: each input a Concat can take in place lives inside the output's buffer
-  // at its slice, so its producer writes there and the Concat copies nothing.
-  const ConcatAliases ca = view.on(knob::kConcatAlias) ? concat_aliases(plan, first) : ConcatAliases(g.values.size());
-  // In place: an elementwise step writes over input 0 when that input is an arena value dying
-  // here with the same size and type (never over a value sharing a buffer with a Concat's slices:
-  // the write would clobber the other slices). Buffers are groups of values sharing memory.
-  std::vector<int> group(g.values.size(), -1);
-  std::vector<BufferLifetime> buffers;
-  const bool inplace = view.on(knob::kInplace), view_alias = view.on(knob::kViewAlias);
-  std::vector<int64_t> view_offset(g.values.size(), 0);  // a view's byte offset inside its input's buffer
-  // A Transpose is a view when it moves only dims of size 1 (the others keep their order); a
-  // Gather of one constant index is a view of a contiguous block when every dim before the axis
-  // is 1 (a QKV pick out of a stacked projection). Returns the block's byte offset, or -1.
-  auto view_at = [&](const ir::Node& n, const PlanStep& st, const PlanValue& in) -> int64_t {
-    if (n.op == ir::OpKind::Transpose) {
-      const auto perm = transpose_perm(g, n);
-      if (!perm) return -1;
-      int64_t prev = -1;
-      for (int64_t d : *perm) {
-        if (in.shape[static_cast<size_t>(d)] == 1) continue;
-        if (d < prev) return -1;
-        prev = d;
-      }
-      return 0;
+  return Status::ok();
+}
+
+// A view step's output as a block of its input's bytes: its byte offset, or -1 when it is not
+// one. A Transpose is a view when it moves only dims of size 1 (the others keep their order); a
+// Gather of one constant index is a view of a contiguous block when every dim before the axis
+// is 1 (a QKV pick out of a stacked projection); Reshape and kin are the same bytes.
+int64_t view_at(const ir::Graph& g, const ir::Node& n, const PlanStep& st, const PlanValue& in) {
+  if (n.op == ir::OpKind::Transpose) {
+    const auto perm = transpose_perm(g, n);
+    if (!perm) return -1;
+    int64_t prev = -1;
+    for (int64_t d : *perm) {
+      if (in.shape[static_cast<size_t>(d)] == 1) continue;
+      if (d < prev) return -1;
+      prev = d;
     }
-    if (n.op != ir::OpKind::Gather) return 0;  // Reshape and kin: the same bytes
-    const int64_t rank = static_cast<int64_t>(in.shape.size());
-    if (st.inputs.size() != 2 || st.inputs[1] == ir::kNoValue || rank == 0) return -1;
-    const ir::Value& iv = g.values[static_cast<size_t>(st.inputs[1])];
-    if (!iv.initializer || iv.initializer->numel() != 1) return -1;
-    const ir::Attribute* a = n.attr("axis");
-    int64_t axis = a && a->type == ir::Attribute::Type::i ? a->i : 0;
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return -1;
-    for (int64_t d = 0; d < axis; ++d)
-      if (in.shape[static_cast<size_t>(d)] != 1) return -1;
-    const int64_t len = in.shape[static_cast<size_t>(axis)];
-    int64_t idx = iv.initializer->get_i64(0);
-    if (idx < 0) idx += len;
-    if (idx < 0 || idx >= len || in.bytes % len) return -1;
-    const int64_t at = idx * (in.bytes / len);
-    return at % kAlignment == 0 ? at : -1;
-  };
+    return 0;
+  }
+  if (n.op != ir::OpKind::Gather) return 0;
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  if (st.inputs.size() != 2 || st.inputs[1] == ir::kNoValue || rank == 0) return -1;
+  const ir::Value& iv = g.values[static_cast<size_t>(st.inputs[1])];
+  if (!iv.initializer || iv.initializer->numel() != 1) return -1;
+  const ir::Attribute* a = n.attr("axis");
+  int64_t axis = a && a->type == ir::Attribute::Type::i ? a->i : 0;
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return -1;
+  for (int64_t d = 0; d < axis; ++d)
+    if (in.shape[static_cast<size_t>(d)] != 1) return -1;
+  const int64_t len = in.shape[static_cast<size_t>(axis)];
+  int64_t idx = iv.initializer->get_i64(0);
+  if (idx < 0) idx += len;
+  if (idx < 0 || idx >= len || in.bytes % len) return -1;
+  const int64_t at = idx * (in.bytes / len);
+  return at % kAlignment == 0 ? at : -1;
+}
+
+// Arena values grouped into buffers that share memory: Concat inputs inside their output (ca),
+// views inside their input, in-place steps' outputs over their input. group[v] is v's buffer,
+// view_offset[v] its byte offset inside the value it views or overwrites.
+struct Buffers {
+  std::vector<int> group;
+  std::vector<BufferLifetime> lifetimes;
+  std::vector<int64_t> view_offset;
+};
+Buffers group_buffers(Plan& plan, const Lifetimes& lt, const ConcatAliases& ca, bool inplace, bool view_alias) {
+  const ir::Graph& g = plan.model.graph;
+  const std::vector<int>&first = lt.first, &last = lt.last;
+  Buffers bufs{std::vector<int>(g.values.size(), -1), {}, std::vector<int64_t>(g.values.size(), 0)};
+  std::vector<int>& group = bufs.group;
+  std::vector<BufferLifetime>& buffers = bufs.lifetimes;
   auto sliced = [&](int v) { return ca.into[static_cast<size_t>(v)] >= 0 || ca.has_slices[static_cast<size_t>(v)]; };
+  const int n_steps = static_cast<int>(plan.steps.size());
   for (int s = 0; s < n_steps; ++s) {
     PlanStep& st = plan.steps[static_cast<size_t>(s)];
     const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
@@ -1026,7 +1031,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
       // not the input lives on; the step runs nothing (the runtime skips in-place view steps).
       const int64_t at = shareable && view_alias && is_view_op(n) && pin->layout == ir::Layout::nchw &&
                                  pout.layout == ir::Layout::nchw
-                             ? view_at(n, st, *pin)
+                             ? view_at(g, n, st, *pin)
                              : -1;
       const bool as_view = at >= 0 && (n.op == ir::OpKind::Gather ? pout.bytes <= pin->bytes - at : pout.bytes == pin->bytes);
       // An elementwise step writes over its input 0, a tactic with Tactic::over_input over that
@@ -1046,7 +1051,7 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
                               std::count(st.inputs.begin(), st.inputs.end(), vin) == 1;
       if (as_view || over_input) {
         const int src = as_view ? in0 : vin;
-        view_offset[static_cast<size_t>(v)] = view_offset[static_cast<size_t>(src)] + (as_view ? at : 0);
+        bufs.view_offset[static_cast<size_t>(v)] = bufs.view_offset[static_cast<size_t>(src)] + (as_view ? at : 0);
         int b = group[static_cast<size_t>(src)];
         group[static_cast<size_t>(v)] = b;
         buffers[static_cast<size_t>(b)].last_step = std::max(buffers[static_cast<size_t>(b)].last_step, last[static_cast<size_t>(v)]);
@@ -1058,15 +1063,60 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
       buffers.push_back({plan.values[static_cast<size_t>(v)].bytes, first[static_cast<size_t>(v)], last[static_cast<size_t>(v)]});
     }
   }
+  return bufs;
+}
+
+}  // namespace
+
+// The build in phases: the graph the route's passes, precisions and layouts give
+// (prepare_graph), a tactic per step (select_step), value lifetimes and kinds, buffers shared by
+// Concat slices, views and in-place steps (group_buffers), and the arena (plan_memory).
+Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& options) {
+  auto t0 = std::chrono::steady_clock::now();
+  BuildOptions opts = options;
+  TAC_RETURN_IF_ERROR(apply_shape_ranges(m, opts));
+  TAC_ASSIGN_OR_RETURN(KnobSpace space, knob_space(m, opts));
+  TAC_RETURN_IF_ERROR(validate_route(route, space));
+  Plan plan;
+  const Route active = active_route(route, space, &plan.report.inactive);
+  RouteView view(active, space);
+  plan.model_hash = m.hash;
+  TAC_ASSIGN_OR_RETURN(plan.device, device_fingerprint(opts.backend));
+  plan.backend = opts.backend;
+  plan.cuda_graphs = opts.backend == kernels::Backend::cuda && view.get(knob::kCudaGraphs) == "on";
+  plan.threads = static_cast<int>(view.get_int(knob::kThreads));
+  TAC_ASSIGN_OR_RETURN(plan.model, prepare_graph(m, view, opts, &plan.report.pass_log, /*calibrate=*/true, &plan.report));
+  for (int v : m.graph.inputs)
+    for (const ir::Dim& d : m.graph.values[static_cast<size_t>(v)].type.dims)
+      if (!d.known() && !d.symbol.empty()) plan.dims[d.symbol] = opts.dims.count(d.symbol) ? opts.dims.at(d.symbol) : 1;
+  const ir::Graph& g = plan.model.graph;
+
+  for (const ir::Node& n : g.nodes) {
+    TAC_ASSIGN_OR_RETURN(PlanStep step, select_step(n, view, opts, plan));
+    plan.steps.push_back(std::move(step));
+  }
+  // The plan records what it was built from: the route without its inactive settings (those the
+  // route's own precisions or passes made inapplicable; each report line starts "knob=value").
+  Route recorded = route;
+  for (const std::string& s : plan.report.inactive) recorded.values.erase(s.substr(0, s.find('=')));
+  plan.route = recorded.to_string();
+
+  const Lifetimes lt = lifetimes(plan);
+  TAC_RETURN_IF_ERROR(plan_values(plan, lt));
+  // Concat elimination: each input a Concat can take in place lives inside the output's buffer
+  // at its slice, so its producer writes there and the Concat copies nothing.
+  const ConcatAliases ca = view.on(knob::kConcatAlias) ? concat_aliases(plan, lt.first) : ConcatAliases(g.values.size());
+  const Buffers bufs = group_buffers(plan, lt, ca, view.on(knob::kInplace), view.on(knob::kViewAlias));
   TAC_ASSIGN_OR_RETURN(PlannerStrategy strategy, planner_from_name(view.get(knob::kPlanner)));
-  MemoryPlan mp = plan_memory(buffers, strategy);
-  if (!memory_plan_is_valid(buffers, mp)) return internal_error("memory plan is invalid");
+  MemoryPlan mp = plan_memory(bufs.lifetimes, strategy);
+  if (!memory_plan_is_valid(bufs.lifetimes, mp)) return internal_error("memory plan is invalid");
   plan.arena_bytes = mp.arena_bytes;
   if (static_cast<uint64_t>(plan.arena_bytes) > max_tensor_bytes())
     return out_of_memory("the plan's activations need " + bytes_to_string(static_cast<uint64_t>(plan.arena_bytes)) +
                          " at once, more than this machine's " + bytes_to_string(max_tensor_bytes()) + " of memory");
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (group[v] >= 0) plan.values[v].offset = mp.offsets[static_cast<size_t>(group[v])] + ca.byte_offset[v] + view_offset[v];
+    if (bufs.group[v] >= 0)
+      plan.values[v].offset = mp.offsets[static_cast<size_t>(bufs.group[v])] + ca.byte_offset[v] + bufs.view_offset[v];
   if (!opts.ranges.empty()) {  // what the runtime specializes other sizes from
     plan.ranges = opts.ranges;
     TAC_ASSIGN_OR_RETURN(plan.source_model, io::save_model_to_bytes(m));
