@@ -298,7 +298,7 @@ bool follows_low(const ir::Node& n, size_t input) {
     case OpKind::Abs: case OpKind::Sqrt: case OpKind::Reciprocal: case OpKind::Gelu: case OpKind::LeakyRelu:
     case OpKind::HardSigmoid: case OpKind::HardSwish: case OpKind::Softmax:
     case OpKind::Transpose: case OpKind::Reshape: case OpKind::Flatten: case OpKind::MaxPool: case OpKind::AveragePool:
-    case OpKind::GlobalAveragePool:
+    case OpKind::GlobalAveragePool: case OpKind::BatchNormalization:  // x only: the parameters stay (folded at prepare)
     case OpKind::Squeeze: case OpKind::Unsqueeze: case OpKind::Identity: case OpKind::Slice: case OpKind::Gather:
       return input == 0;
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max: case OpKind::Min:

@@ -19,7 +19,7 @@ std::vector<const Tactic*> tactics_for(ir::OpKind op, Backend backend, bool plan
   for (std::span<const Tactic> table :
        {cuda_gemm_tactics(), cuda_graph_matmul_tactics(), cuda_conv_tactics(), cuda_elementwise_tactics(),
         cuda_reduce_tactics(), cuda_resize_tactics(), cuda_select_tactics(), cuda_attention_tactics(),
-        cuda_chain_tactics(), cuda_reference_tactics()})
+        cuda_rnn_tactics(), cuda_chain_tactics(), cuda_reference_tactics()})
     for (const Tactic& t : table)
       if (t.op == op) out.push_back(&t);
   return out;
@@ -65,6 +65,7 @@ std::span<const Tactic> cuda_reduce_tactics() { return {}; }
 std::span<const Tactic> cuda_resize_tactics() { return {}; }
 std::span<const Tactic> cuda_select_tactics() { return {}; }
 std::span<const Tactic> cuda_attention_tactics() { return {}; }
+std::span<const Tactic> cuda_rnn_tactics() { return {}; }
 std::span<const Tactic> cuda_chain_tactics() { return {}; }
 std::span<const Tactic> cuda_reference_tactics() { return {}; }
 #endif

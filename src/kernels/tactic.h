@@ -156,6 +156,7 @@ std::span<const Tactic> cuda_gemm_tactics();         // cuBLASLt
 std::span<const Tactic> cuda_graph_matmul_tactics();  // cuDNN graph API: matmul + bias + activation
 std::span<const Tactic> cuda_conv_tactics();         // cuDNN
 std::span<const Tactic> cuda_attention_tactics();    // FusedAttention, own kernel
+std::span<const Tactic> cuda_rnn_tactics();          // LSTM / GRU / RNN, cuDNN
 std::span<const Tactic> cuda_chain_tactics();        // FusedElementwise, own kernel
 std::span<const Tactic> cuda_elementwise_tactics();  // our own kernels and data movement
 std::span<const Tactic> cuda_reduce_tactics();       // Reduce*, ArgMax / ArgMin, own kernels

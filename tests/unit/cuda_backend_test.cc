@@ -17,7 +17,9 @@
 #include "builder/passes/pass.h"
 #include "builder/plan_file.h"
 #include "builder/precision.h"
+#include "ir/epilogue.h"
 #include "ir/shape_inference.h"
+#include "kernels/elementwise/cuda_kernels.h"
 #include "io/onnx_import.h"
 #include "reference/interpreter.h"
 #include "reference/kernel.h"
@@ -847,6 +849,26 @@ TEST(CudaTactics, DepthwiseConvolution) {
                                     random_tensor(DType::float32, {6}, 69), random_tensor(DType::float32, {2, 6, 10, 9}, 70)},
                                 {false, true, true, false}, 0, 1e-5, "cuda_depthwise"),
             1);
+  // Every epilogue activation, through the depthwise kernel and cuDNN's convolution + our epilogue
+  // kernel (a missing case once returned x unchanged: HardSwish in the depthwise kernel).
+  for (int a = 1; a < cuda::kern::kNumEpilogueActs; ++a) {
+    const char* act = ir::activation_name(static_cast<ir::Epilogue::Act>(a));
+    for (const char* tactic : {"cuda_depthwise", "cudnn_implicit_gemm"}) {
+      const bool dw = std::string(tactic) == "cuda_depthwise";
+      ir::Node g = make_node("FusedConv", 3, 1);
+      g.domain = "tactician";
+      set_attr(g, "pads", std::vector<int64_t>{1, 1, 1, 1});
+      set_attr(g, "group", int64_t{dw ? 6 : 1});
+      set_attr(g, "activation", std::string(act));
+      set_attr(g, "act_alpha", a == 2 ? -0.5f : 0.2f);  // Clip's min; LeakyRelu's and HardSigmoid's alpha
+      set_attr(g, "act_beta", a == 2 ? 1.5f : 0.5f);
+      EXPECT_EQ(expect_cuda_tactics(g, {random_tensor(DType::float32, {2, 6, 10, 9}, 71),
+                                        random_tensor(DType::float32, {6, dw ? 1 : 6, 3, 3}, 72), random_tensor(DType::float32, {6}, 73)},
+                                    {false, true, true}, 0, 1e-5, tactic),
+                1)
+          << act << " " << tactic;
+    }
+  }
 }
 
 // fp16 / bf16 tactics against the reference on the same fp16 / bf16 inputs (the reference
@@ -1571,6 +1593,85 @@ std::vector<TacticCase> selection_cases() {
   return cases;
 }
 
+// Inference BatchNormalization (DenseNet's pre-activation BNs): nchw of rank 2 to 5, fp32 and
+// fp16 x, parameters fp32 or of x's type; variances kept positive.
+std::vector<TacticCase> batch_norm_cases() {
+  std::vector<TacticCase> cases;
+  uint64_t seed = 900;
+  for (const Shape& x : std::vector<Shape>{{2, 37, 5, 7}, {3, 5}, {2, 6, 11}, {1, 4, 3, 2, 5}, {1, 256, 14, 14}})
+    for (DType dt : {DType::float32, DType::float16})
+      for (DType pt : dt == DType::float32 ? std::vector<DType>{dt} : std::vector<DType>{DType::float32, dt}) {
+        const Shape c{x[1]};
+        TacticCase k{"BatchNormalization " + shape_to_string(x) + " " + dtype_name(dt) + " params " + dtype_name(pt),
+                     make_node("BatchNormalization", 5, 1, 15),
+                     {random_tensor(dt, x, ++seed), random_tensor(pt, c, ++seed), random_tensor(pt, c, ++seed),
+                      random_tensor(pt, c, ++seed), mapped(random_tensor(pt, c, ++seed), [](double v) { return 0.5 + v * v; })},
+                     {false, true, true, true, true}};
+        set_attr(k.node, "epsilon", 1e-3f);
+        // fp32: x * s + t with s and t rounded to float once (the reference: (x - mean) / sqrt(var + eps)
+        // * gamma + beta in double) differs by an ulp or two; fp16: the output's rounding.
+        if (dt == DType::float16) k.rtol = 2e-3, k.atol = 2e-3;
+        else k.rtol = 1e-6, k.atol = 1e-7;
+        cases.push_back(k);
+      }
+  return cases;
+}
+
+// LSTM / GRU / RNN through cuDNN (lstm_audio's LSTMs with initial states, its bidirectional
+// linear-before-reset GRU; batch above 1 with two directions takes the transposing copy of Y;
+// layout 1; fp16).
+std::vector<TacticCase> rnn_cases() {
+  std::vector<TacticCase> cases;
+  uint64_t seed = 1300;
+  struct Geom {
+    const char* op;
+    int64_t T, N, I, H, D;
+    bool bias, states;
+    int64_t layout;
+    DType dt;
+  };
+  for (const Geom& g : {Geom{"LSTM", 7, 1, 12, 8, 1, true, true, 0, DType::float32},
+                        Geom{"LSTM", 5, 3, 6, 10, 2, true, false, 0, DType::float32},
+                        Geom{"LSTM", 4, 2, 5, 7, 1, false, true, 1, DType::float32},
+                        Geom{"LSTM", 6, 2, 16, 16, 1, true, true, 0, DType::float16},
+                        Geom{"GRU", 6, 1, 9, 8, 2, true, true, 0, DType::float32},
+                        Geom{"GRU", 5, 3, 4, 6, 2, true, false, 0, DType::float32},
+                        Geom{"GRU", 3, 2, 8, 8, 1, false, true, 0, DType::float16},
+                        Geom{"RNN", 5, 2, 7, 9, 2, true, true, 0, DType::float32}}) {
+    const bool lstm = std::string(g.op) == "LSTM", gru = std::string(g.op) == "GRU";
+    const int64_t G = lstm ? 4 : gru ? 3 : 1;
+    const Shape x = g.layout ? Shape{g.N, g.T, g.I} : Shape{g.T, g.N, g.I};
+    const Shape state = g.layout ? Shape{g.N, g.D, g.H} : Shape{g.D, g.N, g.H};
+    // Weights scaled to keep the gates off saturation (a test of the arithmetic, not of tanh's tails).
+    auto w = [&](const Shape& sh) { return mapped(random_tensor(g.dt, sh, ++seed), [](double v) { return 0.5 * v; }); };
+    TacticCase c{std::string(g.op) + " T" + std::to_string(g.T) + " N" + std::to_string(g.N) + " D" + std::to_string(g.D) +
+                     " layout" + std::to_string(g.layout) + " " + dtype_name(g.dt),
+                 make_node(g.op, lstm ? 7 : 6, lstm ? 3 : 2, 14),
+                 {random_tensor(g.dt, x, ++seed), w({g.D, G * g.H, g.I}), w({g.D, G * g.H, g.H}),
+                  g.bias ? w({g.D, 2 * G * g.H}) : Tensor(), Tensor(), g.states ? random_tensor(g.dt, state, ++seed) : Tensor()},
+                 {false, true, true, true, true, false},
+                 g.dt == DType::float16 ? 1e-2 : 1e-4,
+                 g.dt == DType::float16 ? 5e-3 : 1e-5,
+                 "cudnn"};
+    if (lstm) {
+      c.in.push_back(g.states ? random_tensor(g.dt, state, ++seed) : Tensor());
+      c.cmask.push_back(false);
+    }
+    set_attr(c.node, "hidden_size", g.H);
+    if (g.D == 2) set_attr(c.node, "direction", std::string("bidirectional"));
+    if (gru) set_attr(c.node, "linear_before_reset", int64_t{1});
+    if (g.layout) set_attr(c.node, "layout", g.layout);
+    if (std::string(g.op) == "RNN") {
+      ir::Attribute a;
+      a.type = ir::Attribute::Type::strings;
+      a.strings = {"Relu", "Relu"};
+      c.node.attrs["activations"] = a;
+    }
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 // The step check_tactic hands a tactic (output shapes from the reference), and the tactic's
 // verdict on it; no device needed.
 Status applies_on_host(const Tactic& t, const ir::Node& n, const std::vector<Tensor>& in, const std::vector<bool>& cmask) {
@@ -1623,6 +1724,8 @@ void expect_cases_match(const std::vector<TacticCase>& cases) {
 TEST(CudaBackend, ReductionTacticsApply) { expect_cases_apply(reduction_cases()); }
 TEST(CudaBackend, ResizeTacticsApply) { expect_cases_apply(resize_cases()); }
 TEST(CudaBackend, SelectionTacticsApply) { expect_cases_apply(selection_cases()); }
+TEST(CudaBackend, BatchNormTacticsApply) { expect_cases_apply(batch_norm_cases()); }
+TEST(CudaBackend, RnnTacticsApply) { expect_cases_apply(rnn_cases()); }
 
 // What the new tactics refuse, saying why (host_reference runs these).
 TEST(CudaBackend, NewTacticsRefuseWhatTheyDoNotCover) {
@@ -1640,6 +1743,20 @@ TEST(CudaBackend, NewTacticsRefuseWhatTheyDoNotCover) {
   s = verdict("cuda", r, {random_tensor(DType::float32, {1, 1, 4, 4}, 1), Tensor(), floats({1, 1, 2, 2})}, {false, true, false});
   EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << s.to_string();
   EXPECT_NE(s.message().find("constant"), std::string::npos) << s.to_string();
+  // cuDNN's RNN: no reverse direction, GRU only with linear_before_reset=1.
+  for (const char* what : {"reverse", "lbr0"}) {
+    const bool rev = std::string(what) == "reverse";
+    ir::Node n = make_node(rev ? "LSTM" : "GRU", 3, 1, 14);
+    const int64_t G = rev ? 4 : 3;
+    set_attr(n, "hidden_size", int64_t{4});
+    if (rev) set_attr(n, "direction", std::string("reverse"));
+    s = verdict("cudnn", n,
+                {random_tensor(DType::float32, {3, 1, 5}, 1), random_tensor(DType::float32, {1, G * 4, 5}, 2),
+                 random_tensor(DType::float32, {1, G * 4, 4}, 3)},
+                {false, true, true});
+    EXPECT_EQ(s.kind(), ErrorKind::not_applicable) << what << ": " << s.to_string();
+    EXPECT_NE(s.message().find(rev ? "reverse" : "linear_before_reset"), std::string::npos) << s.to_string();
+  }
 }
 
 TEST(CudaTactics, Reductions) {
@@ -1653,6 +1770,14 @@ TEST(CudaTactics, Resize) {
 TEST(CudaTactics, Selection) {
   REQUIRE_DEVICE();
   expect_cases_match(selection_cases());
+}
+TEST(CudaTactics, BatchNorm) {
+  REQUIRE_DEVICE();
+  expect_cases_match(batch_norm_cases());
+}
+TEST(CudaTactics, Rnn) {
+  REQUIRE_DEVICE();
+  expect_cases_match(rnn_cases());
 }
 
 }  // namespace

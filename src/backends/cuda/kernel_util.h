@@ -8,10 +8,15 @@
 
 #include "backends/cuda/context.h"
 #include "backends/cuda/device.h"
+#include "ir/epilogue.h"
 #include "kernels/elementwise/cuda_kernels.h"
 #include "kernels/tactic.h"
 
 namespace tac::cuda {
+
+// The epilogues pass ir::Epilogue::Act to our kernels as an int (kern::EpilogueDesc::act).
+static_assert(static_cast<int>(ir::Epilogue::Act::hard_swish) + 1 == kern::kNumEpilogueActs,
+              "an ir::Epilogue::Act without its case in cuda_act.cuh's apply_act");
 
 // A prepared CUDA kernel whose run is a function of the views (device pointers) and workspace.
 class FnKernel final : public kernels::Kernel {

@@ -5,25 +5,11 @@
 // MobileNet-style layers are memory-bound: 9 multiply-adds per output element against one load
 // of the input; cuDNN's implicit GEMM spends a GEMM's setup on them.
 #include "backends/cuda/elem.cuh"
+#include "kernels/elementwise/cuda_act.cuh"
 
 namespace tac::cuda::kern {
 
 namespace {
-
-__device__ __forceinline__ float act_of(int act, float x, float alpha, float beta) {
-  // ir::Epilogue::Act: none, relu, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, gelu, silu.
-  switch (act) {
-    case 1: return x > 0.f ? x : 0.f;
-    case 2: return x < alpha ? alpha : (x > beta ? beta : x);
-    case 3: return x >= 0.f ? x : alpha * x;
-    case 4: return 1.f / (1.f + expf(-x));
-    case 5: return tanhf(x);
-    case 6: { float v = alpha * x + beta; return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
-    case 7: return x >= 0.f ? 0.5f * x * (1.f + erff(x * 0.70710678118654752f)) : 0.5f * x * erfcf(-x * 0.70710678118654752f);
-    case 8: return x / (1.f + expf(-x));
-    default: return x;
-  }
-}
 
 template <class T>
 __global__ void depthwise_kernel(const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ bias,
@@ -55,7 +41,7 @@ __global__ void depthwise_kernel(const T* __restrict__ x, const T* __restrict__ 
     }
     if (bias) acc += bias[m];
     if (res) acc += ld(res, i);
-    st(y, i, act_of(d.act, acc, d.alpha, d.beta));
+    st(y, i, apply_act(d.act, acc, d.alpha, d.beta));
   }
 }
 

@@ -269,6 +269,55 @@ Result<std::unique_ptr<Kernel>> layer_norm_prepare(const StepDesc& s) {
   });
 }
 
+// ---- batch normalization (inference) ----
+// y = x * s[c] + t[c], s and t folded in double from the constant parameters at prepare (as the
+// CPU's channel_affine): the pre-activation BatchNormalizations that fold_batchnorm cannot merge
+// into a Conv (DenseNet's BN -> ReLU -> Conv after each Concat). x and y fp32, fp16 or bf16; the
+// parameters of any float type. "cuda" on nchw (any rank >= 2), "cuda_nhwc" on 4-D nhwc.
+Status batch_norm_applies(const StepDesc& s, ir::Layout layout) {
+  if (s.in_layout(0) != layout || s.out_layout(0) != layout)
+    return not_applicable(layout == ir::Layout::nhwc ? "x and y in nhwc (nchw steps have the \"cuda\" tactic)"
+                                                     : "x and y in nchw (nhwc steps have the \"cuda_nhwc\" tactic)");
+  if (!s.has_input(0) || s.in_dtypes.size() < 5) return not_applicable("x and 4 parameters");
+  TAC_RETURN_IF_ERROR(one_float_type(s, 1).status());
+  if (!only_first_output(s)) return not_applicable("inference outputs only (no running statistics)");
+  if (int_attr(s, "training_mode", 0) != 0 || s.node->opset < 7) return not_applicable("inference mode, opset 7 or later");
+  const Shape& x = s.in_shapes[0];
+  if (x.size() < 2 || (layout == ir::Layout::nhwc && x.size() != 4)) return not_applicable("x of rank 2 or more (4 in nhwc)");
+  for (size_t i = 1; i < 5; ++i)
+    if (!s.has_input(i) || !s.constants[i] || !dtype_is_float(s.in_dtypes[i]) || s.constants[i]->numel() != x[1])
+      return not_applicable("constant per-channel float parameters");
+  return Status::ok();
+}
+template <ir::Layout L>
+Status batch_norm_applies_in(const StepDesc& s) {
+  return batch_norm_applies(s, L);
+}
+template <ir::Layout L>
+Result<std::unique_ptr<Kernel>> batch_norm_prepare(const StepDesc& s) {
+  TAC_RETURN_IF_ERROR(batch_norm_applies(s, L));
+  TAC_ASSIGN_OR_RETURN(Elem t, one_float_type(s, 1));
+  const Shape& x = s.in_shapes[0];
+  const int64_t C = x[1], n = shape_numel(x);
+  const int64_t inner = L == ir::Layout::nhwc ? 1 : n / std::max<int64_t>(1, x[0] * C);
+  const double eps = float_attr(s, "epsilon", 1e-5f);
+  TAC_ASSIGN_OR_RETURN(Tensor st, Tensor::create(DType::float32, {2, C}));
+  float* p = st.data<float>();
+  for (int64_t c = 0; c < C; ++c) {
+    const double sc = s.constants[1]->get_f64(c) / std::sqrt(s.constants[4]->get_f64(c) + eps);
+    p[c] = static_cast<float>(sc);
+    p[C + c] = static_cast<float>(s.constants[2]->get_f64(c) - s.constants[3]->get_f64(c) * sc);
+  }
+  TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer buf, cuda::upload(st));
+  TAC_ASSIGN_OR_RETURN(void* stm, stream());
+  auto params = std::make_shared<cuda::DeviceBuffer>(std::move(buf));
+  return cuda::make_kernel([t, n, C, inner, params, stm](auto in, auto out, void*) {
+    const float* sc = static_cast<const float*>(params->get());
+    return cuda::launch_status(cuda::kern::channel_affine(t, in[0].data, out[0].data, sc, sc + C, n, C, inner, stm),
+                               "channel_affine kernel");
+  });
+}
+
 // ---- pooling ----
 Result<cuda::kern::Pool2dDesc> pool_desc(const StepDesc& s) {
   if (!s.has_input(0) || !only_first_output(s)) return not_applicable("one output only");
@@ -648,6 +697,12 @@ std::span<const Tactic> cuda_elementwise_tactics() {
       t.push_back({"cuda", op, "own CUDA kernel, one block per row", softmax_applies, movement_cost, softmax_prepare, kCuda});
     t.push_back({"cuda", OpKind::LayerNormalization, "own CUDA kernel, one block per row (two-pass variance)",
                  layer_norm_applies, movement_cost, layer_norm_prepare, kCuda});
+    t.push_back({"cuda", OpKind::BatchNormalization, "own CUDA kernel: per-channel scale and shift folded at prepare",
+                 batch_norm_applies_in<ir::Layout::nchw>, movement_cost, batch_norm_prepare<ir::Layout::nchw>, kCuda});
+    t.push_back({"cuda_nhwc", OpKind::BatchNormalization,
+                 "own CUDA kernel on nhwc activations: per-channel scale and shift folded at prepare",
+                 batch_norm_applies_in<ir::Layout::nhwc>, movement_cost, batch_norm_prepare<ir::Layout::nhwc>, kCuda,
+                 /*layouts=*/true});
     for (OpKind op : {OpKind::MaxPool, OpKind::AveragePool}) {
       t.push_back({"cuda", op, "own CUDA kernel, one thread per output", pool_applies, movement_cost, pool_prepare<false>,
                    kCuda});

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backends/cuda/elem.cuh"
+#include "kernels/elementwise/cuda_act.cuh"
 
 namespace tac::cuda::kern {
 
@@ -21,56 +22,6 @@ namespace {
 
 #define GRID_STRIDE(i, n) \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
-__device__ __forceinline__ float apply_unary(Unary op, float x, float alpha, float beta) {
-  switch (op) {
-    case Unary::relu: return x > 0.f ? x : 0.f;
-    case Unary::sigmoid: return 1.f / (1.f + expf(-x));
-    case Unary::tanh: return tanhf(x);
-    case Unary::erf: return erff(x);
-    case Unary::exp: return expf(x);
-    case Unary::log: return logf(x);
-    case Unary::neg: return -x;
-    case Unary::abs: return fabsf(x);
-    case Unary::sqrt: return sqrtf(x);
-    case Unary::reciprocal: return 1.f / x;
-    case Unary::floor: return floorf(x);
-    case Unary::ceil: return ceilf(x);
-    case Unary::sin: return sinf(x);
-    case Unary::cos: return cosf(x);
-    case Unary::clip: return x < alpha ? alpha : (x > beta ? beta : x);
-    case Unary::leaky_relu: return x >= 0.f ? x : alpha * x;
-    case Unary::hard_sigmoid: { float v = alpha * x + beta; return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
-    case Unary::hard_swish: { float v = x / 6.f + 0.5f; return x * (v < 0.f ? 0.f : (v > 1.f ? 1.f : v)); }
-    // 1 + erf(z) cancels for z << 0: erfc(-z) keeps the relative accuracy there.
-    // The graph's own formula, branch-free: erfcf on the negative side (more exact where GELU is
-    // tiny) made the bias + GELU pass after BERT's FFN-in GEMM compute-bound (both branches ran
-    // in every warp with mixed signs).
-    case Unary::gelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case Unary::silu: return x / (1.f + expf(-x));
-    case Unary::softplus: return x > 20.f ? x : log1pf(expf(x));
-    case Unary::elu: return x >= 0.f ? x : alpha * expm1f(x);
-    case Unary::selu: return x > 0.f ? beta * x : beta * alpha * expm1f(x);
-    case Unary::identity: return x;
-  }
-  return x;
-}
-
-// ir::Epilogue::Act: none, relu, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, gelu, silu, hard_swish.
-__device__ __forceinline__ float apply_act(int act, float x, float alpha, float beta) {
-  switch (act) {
-    case 1: return apply_unary(Unary::relu, x, alpha, beta);
-    case 2: return apply_unary(Unary::clip, x, alpha, beta);
-    case 3: return apply_unary(Unary::leaky_relu, x, alpha, beta);
-    case 4: return apply_unary(Unary::sigmoid, x, alpha, beta);
-    case 5: return apply_unary(Unary::tanh, x, alpha, beta);
-    case 6: return apply_unary(Unary::hard_sigmoid, x, alpha, beta);
-    case 7: return apply_unary(Unary::gelu, x, alpha, beta);
-    case 8: return apply_unary(Unary::silu, x, alpha, beta);
-    case 9: return apply_unary(Unary::hard_swish, x, alpha, beta);
-    default: return x;
-  }
-}
 
 template <class T>
 __global__ void unary_kernel(Unary op, const T* __restrict__ x, T* y, int64_t n, float alpha, float beta) {
@@ -557,6 +508,28 @@ int global_avg_pool(Elem t, const void* x, void* y, int64_t nc, int64_t hw, void
     using T = std::remove_pointer_t<decltype(tag)>;
     global_avg_pool_kernel<T><<<blocks_for(nc * 32), kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(x),
                                                                                          static_cast<T*>(y), nc, hw);
+    return launched();
+  });
+}
+
+// y = x * scale[c] + shift[c]: element i's channel is (i / inner) % C (nchw-like; inner = 1 for
+// channels innermost, nhwc).
+template <class T>
+__global__ void channel_affine_kernel(const T* __restrict__ x, T* y, const float* __restrict__ scale,
+                                      const float* __restrict__ shift, int64_t n, int64_t C, int64_t inner) {
+  GRID_STRIDE(i, n) {
+    const int64_t c = (inner == 1 ? i : i / inner) % C;
+    st(y, i, ld(x, i) * scale[c] + shift[c]);
+  }
+}
+
+int channel_affine(Elem t, const void* x, void* y, const float* scale, const float* shift, int64_t n, int64_t C,
+                   int64_t inner, void* stream) {
+  if (n <= 0) return 0;
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    channel_affine_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                                scale, shift, n, C, inner);
     return launched();
   });
 }

@@ -34,6 +34,9 @@ int binary(Elem t, Binary op, const void* a, const void* b, void* y, int64_t n, 
 // y = act(y + bias + res_scale * res), element i of `total` seen as [batch][rows][cols]:
 // bias[row] (bias_per_row, e.g. conv channels) or bias[col] (GEMM columns); residual at
 // b*r_bs + row*r_rs + col*r_cs. act: ir::Epilogue::Act as int, alpha/beta its parameters.
+// The activations apply_act knows (cuda_act.cuh): ir::Epilogue::Act's, numbered alike (the host
+// side static_asserts the count where it converts).
+constexpr int kNumEpilogueActs = 10;
 struct EpilogueDesc {
   int64_t total = 0, rows = 1, cols = 1;
   bool bias_per_row = false;
@@ -64,6 +67,11 @@ int pool2d(Elem t, const void* x, void* y, const Pool2dDesc& d, void* stream);
 int global_avg_pool(Elem t, const void* x, void* y, int64_t nc, int64_t hw, void* stream);
 // The same over an nhwc x [N][hw][C]: y[n][c] (N*C values, alike in nchw and nhwc).
 int global_avg_pool_nhwc(Elem t, const void* x, void* y, int64_t N, int64_t hw, int64_t C, void* stream);
+
+// Inference BatchNormalization folded to y[i] = x[i] * scale[c] + shift[c], c = (i / inner) % C:
+// inner = the spatial size for nchw, 1 for nhwc. scale and shift fp32.
+int channel_affine(Elem t, const void* x, void* y, const float* scale, const float* shift, int64_t n, int64_t C,
+                   int64_t inner, void* stream);
 
 // A strided gather: y[i] = x[base + sum_d idx_d * in_strides[d]] where idx_d is output index i's
 // coordinate along dim d (out_dims[d] elements). Transpose (strides permuted), Slice (base at the
