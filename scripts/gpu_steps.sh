@@ -26,6 +26,13 @@
 #                                   exported here): `build` on CUDA (fp16 default route) and its host-step
 #                                   warnings, `bench` of that plan, `check` at cos>=0.999 -> OUT/fallbacks.txt
 #                                   (one line per model), OUT/fallbacks-detail.txt (every warning)
+#   compare:MODEL:BATCH[:ROUTE[:OUTPUTS]]  `compare` of MODEL on CUDA (ROUTE, fp16 default route otherwise) against the
+#                                   CPU default route at cos>=0.999; OUTPUTS (',' separated) may name intermediate
+#                                   values, which become outputs of both engines -> OUT/compare-<n>-MODEL.txt
+#   nodes[:TIMEOUT]                 the ONNX node conformance tests of DEVPACK/node.tar.xz (the CPU engines' pass
+#                                   list) through CUDA engines (`check --backend cuda`, default route), held to
+#                                   tests/conformance/node.cuda.pass (no regression) -> OUT/nodes.txt (failures,
+#                                   unsupported, JSON counts), OUT/nodes.pass (this run's pass list)
 #   mpi:MODEL:BUDGET:NPS            tune DEVPACK's zoo MODEL on CUDA (fp16 default route, random strategy,
 #                                   seed 1) in one process, then under the carried mpirun with each -np
 #                                   of NPS (',' separated) -> OUT/mpi/<np>/summary.json, OUT/mpi-<np>.txt
@@ -42,7 +49,7 @@ source "$pkg/env.sh"
 mdir=/tmp/bench-models
 need=$(for s in "$@"; do
   case "$s" in
-    profile:*|ncutimes:*|pin:*|pinbench:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
+    profile:*|ncutimes:*|pin:*|pinbench:*|compare:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
     ncu:*) IFS=: read -r _ m b _ _ <<< "$s"; echo "$m:$b" ;;
     torch:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
     bench:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
@@ -126,6 +133,21 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
         echo "$m: build rc=$rc, host steps $(grep -c 'runs on the host' "/tmp/build-$m.txt"); bench $b; check $c" >> "$out/fallbacks.txt"
         [ $rc = 0 ] || tail -3 "/tmp/build-$m.txt" | sed "s|^|$m: |" >> "$out/fallbacks-detail.txt"
       done ;;
+    compare:*)
+      IFS=: read -r _ m b route outs <<< "$s"
+      route=${route:-precision.default=fp16}
+      n=$((n + 1))
+      extra=()
+      for o in ${outs//,/ }; do extra+=(--output "$o"); done
+      timeout 200 tactician compare "$mdir/$m/model.onnx" --a "${route//+/ }" --a-backend cuda --b default --b-backend cpu \
+        --dim batch=$b --tolerance "cos>=0.999" "${extra[@]}" > "$out/compare-$n-$m.txt" 2>&1 ;;
+    nodes*)
+      t=${s#nodes}; t=${t#:}
+      mkdir -p /tmp/node && tar xJf "$dp/node.tar.xz" -C /tmp/node
+      timeout "${t:-400}" tactician check /tmp/node --backend cuda --json -j "$(nproc)" --timeout 60 \
+        --expect-pass "$root/tests/conformance/node.cuda.pass" --write-pass "$out/nodes.pass" > /tmp/nodes.txt 2>&1
+      log "nodes: rc=$?"
+      grep -E "^FAIL|^CRASH|^ERROR|^TIMEOUT|^UNSUP|^REGRESSION" /tmp/nodes.txt | head -400 > "$out/nodes.txt"; tail -4 /tmp/nodes.txt >> "$out/nodes.txt" ;;
     mpi:*)
       IFS=: read -r _ m budget nps <<< "$s"
       args=("$dp/models/$m/model.onnx" --backend cuda --route precision.default=fp16 --tolerance "cos>=0.999"
