@@ -367,12 +367,6 @@ bool dynamic_value(const ir::Value& v) { return !v.initializer && !fully_known(v
 
 // Dynamic steps run on the host, between buffers allocated at run time: the CUDA backend's
 // device plans have neither, so it refuses them, naming the node.
-Status check_backend_takes(const kernels::StepDesc& s, kernels::Backend backend) {
-  if (!s.dynamic || backend == kernels::Backend::cpu) return Status::ok();
-  return unsupported(s.node->label() + ": a dynamic step (a shape known only at run time, or a sequence or optional "
-                                       "value); the " + std::string(kernels::backend_name(backend)) +
-                     " backend builds fixed-shape plans only (build with --backend cpu)");
-}
 
 struct Ranked {
   std::vector<std::pair<const kernels::Tactic*, double>> candidates;  // applicable, by cost
@@ -763,8 +757,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
       if (variant >= 2 && !values.count(n.name)) continue;
       std::vector<int> inputs = step_inputs(g->graph, n);
       const kernels::StepDesc desc = step_desc(g->graph, n, inputs, threads);
-      TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
-      Ranked r2 = rank_tactics(desc, opts.planted_faults, opts.backend);
+        Ranked r2 = rank_tactics(desc, opts.planted_faults, opts.backend);
       if (r2.candidates.empty()) return unsupported(n.label() + ": no tactic applies (" +
                                                     (r2.not_applicable.empty() ? "no kernel for this op" : r2.not_applicable[0]) + ")");
       auto [it, fresh] = values.emplace(n.name, std::vector<std::string>{"auto"});
@@ -857,7 +850,6 @@ Result<PlanStep> select_step(const ir::Node& n, const RouteView& view, const Bui
   step.outputs = n.outputs;
   kernels::StepDesc desc = step_desc(g, n, step.inputs, plan.threads);
   if (opts.backend == kernels::Backend::cuda) desc.workspace_limit = static_cast<size_t>(view.get_int(knob::kCudaWorkspaceMb)) << 20;
-  TAC_RETURN_IF_ERROR(check_backend_takes(desc, opts.backend));
   step.dynamic = desc.dynamic;
   Ranked ranked = rank_tactics(desc, opts.planted_faults, opts.backend);
   for (const std::string& why : ranked.not_applicable)

@@ -15,6 +15,7 @@ class HostReferenceKernel final : public Kernel {
     if (!ref) return internal_error(s.node->label() + ": no reference tactic");
     std::unique_ptr<HostReferenceKernel> k(new HostReferenceKernel());
     TAC_ASSIGN_OR_RETURN(k->host_, ref->prepare(s));
+    if (s.dynamic) return std::unique_ptr<Kernel>(std::move(k));  // run_dynamic only: no fixed host buffers
     for (size_t i = 0; i < s.in_dtypes.size(); ++i) {
       Tensor t;
       if (s.has_input(i) && !s.constants[i]) {
@@ -34,6 +35,12 @@ class HostReferenceKernel final : public Kernel {
     }
     k->workspace_.resize(k->host_->workspace_bytes() + 64);
     return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  // Dynamic steps (shapes known only at run time): the engine hands host values and takes host
+  // results (runtime/engine.cc run_dynamic_step), so the reference kernel runs on them as is.
+  Status run_dynamic(std::span<const Datum* const> in, std::vector<Datum>& outs) override {
+    return host_->run_dynamic(in, outs);
   }
 
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void*) override {
@@ -73,7 +80,8 @@ std::span<const Tactic> cuda_reference_tactics() {
     std::vector<Tactic> t;
     for (const Tactic& r : reference_tactics())
       t.push_back(Tactic{"host_reference", r.op, "the reference kernel on the host, with copies to and from the device (slow)",
-                         host_applies, host_cost, HostReferenceKernel::create, Backend::cuda});
+                         host_applies, host_cost, HostReferenceKernel::create, Backend::cuda, /*layouts=*/false,
+                         /*dynamic_shapes=*/true});
     return t;
   }();
   return table;

@@ -27,9 +27,6 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
   const ir::Graph& g = p.model.graph;
   const bool on_device = p.backend == kernels::Backend::cuda;
   e->dynamic_ = p.dynamic_steps() > 0 || e->has_dynamic_inputs();
-  if (on_device && e->dynamic_)
-    return unsupported("the plan has dynamic steps or inputs, which the " + std::string(kernels::backend_name(p.backend)) +
-                       " backend does not run (rebuild it with --backend cpu)");
   if (on_device) TAC_RETURN_IF_ERROR(e->create_device_memory());
   else if (!(e->arena_ = aligned_block(e->arena_storage_, p.arena_bytes)))
     return out_of_memory("cannot allocate the plan's arena of " + bytes_to_string(static_cast<uint64_t>(p.arena_bytes)));
@@ -66,7 +63,8 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
       desc.constants.push_back(v != ir::kNoValue && g.values[static_cast<size_t>(v)].initializer
                                    ? &*g.values[static_cast<size_t>(v)].initializer
                                    : nullptr);
-      if (!on_device && v != ir::kNoValue && input_pos[static_cast<size_t>(v)] != SIZE_MAX)
+      // Graph inputs read in place (CPU), or by a dynamic step from the host copy (CUDA).
+      if ((!on_device || st.dynamic) && v != ir::kNoValue && input_pos[static_cast<size_t>(v)] != SIZE_MAX)
         views.from_inputs.emplace_back(i, input_pos[static_cast<size_t>(v)]);
     }
     for (int v : st.outputs) {
@@ -94,7 +92,9 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
     for (size_t v = 0; v < g.values.size(); ++v)
       if (p.values[v].is_dynamic() && last[v] >= 0) e->release_after_[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
   }
-  if (on_device && p.cuda_graphs) {
+  if (on_device && p.cuda_graphs && e->dynamic_) {
+    e->graph_off_reason_ = "the plan has dynamic steps or inputs (run on the host, shapes known only at run time)";
+  } else if (on_device && p.cuda_graphs) {
     e->use_graph_ = true;
     for (const builder::PlanStep& st : p.steps)
       if (std::string(st.tactic->name) == "host_reference") {
@@ -198,6 +198,7 @@ Status Engine::run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std:
   const ir::Graph& g = p.model.graph;
   const builder::PlanStep& st = p.steps[s];
   const Views& v = views_[s];
+  const bool on_device = p.backend == kernels::Backend::cuda;
   std::vector<Datum> wrapped(st.inputs.size());
   std::vector<const Datum*> in(st.inputs.size(), nullptr);
   for (size_t i = 0; i < st.inputs.size(); ++i) {
@@ -211,10 +212,17 @@ Status Engine::run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std:
       wrapped[i] = *g.values[static_cast<size_t>(id)].initializer;  // shares the plan's storage, which outlives the run
     } else if (pv.kind == builder::PlanValue::Kind::arena) {
       in[i] = &wrapped[i];
-      wrapped[i] = Tensor::wrap(v.in[i].data, pv.dtype, pv.shape);
+      if (on_device) {  // a host copy of the device buffer
+        TAC_ASSIGN_OR_RETURN(Tensor t, Tensor::create(pv.dtype, pv.shape));
+        TAC_RETURN_IF_ERROR(cuda::copy_to_host(t.raw(), v.in[i].data, t.bytes()));
+        wrapped[i] = std::move(t);
+      } else {
+        wrapped[i] = Tensor::wrap(v.in[i].data, pv.dtype, pv.shape);
+      }
     }
   }
   for (const auto& [slot, pos] : v.from_inputs) in[slot] = &inputs[pos];
+  if (on_device) TAC_RETURN_IF_ERROR(cuda::synchronize().with_context("copying a dynamic step's inputs to the host: "));
   std::vector<Datum> outs;
   TAC_RETURN_IF_ERROR(kernels_[s]->run_dynamic(in, outs));
   const std::byte* arena_end = arena_ + p.arena_bytes;
@@ -238,8 +246,11 @@ Status Engine::run_dynamic_step(size_t s, const std::vector<Datum>& inputs, std:
                            (d.is_tensor() ? dtype_name(d.tensor.dtype()) + shape_to_string(d.tensor.shape())
                                           : std::string("not a tensor")) +
                            " in this run, and the plan was built for " + dtype_name(pv.dtype) + shape_to_string(pv.shape));
-    if (d.tensor.bytes() && d.tensor.raw() != v.out[o].data) std::memmove(v.out[o].data, d.tensor.raw(), d.tensor.bytes());
+    if (on_device && d.tensor.bytes()) TAC_RETURN_IF_ERROR(cuda::copy_to_device(v.out[o].data, d.tensor.raw(), d.tensor.bytes()));
+    else if (d.tensor.bytes() && d.tensor.raw() != v.out[o].data) std::memmove(v.out[o].data, d.tensor.raw(), d.tensor.bytes());
   }
+  // The host tensors copied from go out of scope: let the copies finish reading them.
+  if (on_device) TAC_RETURN_IF_ERROR(cuda::synchronize().with_context("copying a dynamic step's outputs to the device: "));
   return Status::ok();
 }
 
@@ -252,6 +263,7 @@ std::string Engine::graph_state() const {
 
 Status Engine::upload_inputs(const std::vector<Tensor>& inputs) {
   if (plan_->backend != kernels::Backend::cuda) return invalid_argument("upload_inputs: not a CUDA plan");
+  if (dynamic_) return invalid_argument("upload_inputs: the plan has dynamic steps or inputs (run it with run())");
   TAC_RETURN_IF_ERROR(check_inputs(to_values(inputs)));
   for (size_t i = 0; i < inputs.size(); ++i)
     TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].raw(), inputs[i].bytes()));
@@ -260,6 +272,7 @@ Status Engine::upload_inputs(const std::vector<Tensor>& inputs) {
 
 Status Engine::launch() {
   if (plan_->backend != kernels::Backend::cuda) return invalid_argument("launch: not a CUDA plan");
+  if (dynamic_) return invalid_argument("launch: the plan has dynamic steps or inputs (run it with run())");
   if (use_graph_ && graph_.empty()) {
     TAC_RETURN_IF_ERROR(cuda::Graph::begin_capture());
     Status st = run_steps(nullptr, nullptr, nullptr);
@@ -317,7 +330,7 @@ Status Engine::run_steps(const std::vector<Datum>* inputs, std::vector<double>* 
   }
   for (size_t s = 0; s < kernels_.size(); ++s) {
     Views& v = views_[s];
-    if (inputs)
+    if (inputs && !on_device)
       for (const auto& [slot, pos] : v.from_inputs) v.in[slot].data = const_cast<void*>((*inputs)[pos].tensor.raw());
     if (events) TAC_RETURN_IF_ERROR(events->record(s));
     auto t0 = step_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -360,9 +373,12 @@ Result<std::vector<Datum>> Engine::execute(const std::vector<Datum>& inputs, std
   const bool on_device = p.backend == kernels::Backend::cuda;
   if (on_device) {
     for (size_t i = 0; i < inputs.size(); ++i)
-      TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].tensor.raw(), inputs[i].tensor.bytes()));
-    // Profiling records events between the steps: never inside a graph.
-    TAC_RETURN_IF_ERROR(step_ns ? run_steps(nullptr, step_ns, nullptr) : launch());
+      if (!p.values[static_cast<size_t>(g.inputs[i])].is_dynamic())  // dynamic inputs stay on the host
+        TAC_RETURN_IF_ERROR(cuda::copy_to_device(dev_input_ptr_[i], inputs[i].tensor.raw(), inputs[i].tensor.bytes()));
+    // Profiling records events between the steps: never inside a graph. Dynamic plans run eagerly,
+    // their dynamic steps on the host.
+    if (dynamic) TAC_RETURN_IF_ERROR(run_steps(&inputs, step_ns, &dynamic_values));
+    else TAC_RETURN_IF_ERROR(step_ns ? run_steps(nullptr, step_ns, nullptr) : launch());
   } else {
     TAC_RETURN_IF_ERROR(run_steps(&inputs, step_ns, &dynamic_values));
   }

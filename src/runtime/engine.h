@@ -43,6 +43,10 @@ class Engine {
   // (see has_dynamic_inputs) has unknown (-1) or no dims.
   std::vector<std::pair<DType, Shape>> input_specs() const;
   bool has_dynamic_inputs() const;
+  // The plan has dynamic steps or inputs. On CUDA these steps run on the host (host_reference,
+  // with copies), the engine runs eagerly (no CUDA graph) and upload_inputs / launch are refused:
+  // time it with run() (runtime/measure.h does).
+  bool dynamic() const { return dynamic_; }
 
   // CUDA plans, for device-side timing (runtime/measure.h): upload_inputs enqueues the inputs'
   // copies to their device slots; launch enqueues the steps alone on the stream. With the

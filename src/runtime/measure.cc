@@ -14,7 +14,9 @@ Result<Latency> measure(Engine& e, const std::vector<std::vector<Tensor>>& sets,
     auto r = e.run(sets[static_cast<size_t>(i) % sets.size()]);
     if (!r) return r.status();
   }
-  const bool device = e.plan().backend == kernels::Backend::cuda;
+  // Device-side timing (events around launch) where the plan runs on the device alone; a CUDA plan
+  // with dynamic steps (on the host) is timed as a whole run, copies included.
+  const bool device = e.plan().backend == kernels::Backend::cuda && !e.dynamic();
   std::optional<cuda::EventTimer> timer;
   if (device) {
     TAC_ASSIGN_OR_RETURN(timer, cuda::EventTimer::create());

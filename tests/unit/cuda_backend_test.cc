@@ -362,21 +362,6 @@ TEST(CudaBackend, BuildingForCudaWithoutADeviceIsAClearError) {
 
 // CUDA plans are fixed-shape: a step whose shapes are known only at run time (NonZero here) is
 // refused at build time, naming the node and the way out, on any machine with the backend.
-TEST(CudaBackend, DynamicStepIsRefusedNamingTheNode) {
-  if (!cuda::compiled()) GTEST_SKIP() << "built without the CUDA backend";
-  test::ModelBuilder m(17);
-  m.input("x", 1, {"4"});
-  m.node("NonZero", {"x"}, {"nz"}, "nonzero");
-  m.output("nz", 7, {"1", "n"});
-  builder::BuildOptions opts;
-  opts.backend = Backend::cuda;
-  auto plan = builder::build_plan(m.load().value(), builder::Route{}, opts);
-  ASSERT_FALSE(plan.is_ok());
-  EXPECT_EQ(plan.status().kind(), ErrorKind::unsupported) << plan.status().to_string();
-  EXPECT_NE(plan.status().message().find("'nonzero'"), std::string::npos) << plan.status().message();
-  EXPECT_NE(plan.status().message().find("--backend cpu"), std::string::npos) << plan.status().message();
-}
-
 TEST(CudaBackend, PlanForAnotherGpuIsRefused) {
   auto plan = builder::build_plan(small_cnn(), builder::Route{}, {});
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
@@ -432,6 +417,69 @@ int expect_cuda_tactics(const ir::Node& n, const std::vector<Tensor>& in, const 
     }
   }
   return applied;
+}
+
+// A model with dynamic steps (ReduceSum's axes a graph input, NonZero's data-dependent output)
+// beside a fixed-shape part: x -> Relu -> y (on the device), ReduceSum(y, axes) and NonZero(y).
+test::ModelBuilder dynamic_model() {
+  test::ModelBuilder m(17);
+  m.input("x", 1, {"3", "5"});
+  m.input("axes", 7, {"1"});
+  m.node("Relu", {"x"}, {"y"}, "relu");
+  m.node("ReduceSum", {"y", "axes"}, {"s"}, "reducesum");
+  m.node("NonZero", {"y"}, {"nz"}, "nonzero");
+  m.output("y", 1, {"3", "5"});
+  m.output("s", 1, {"a", "b"});
+  m.output("nz", 7, {"2", "n"});
+  return m;
+}
+
+// Dynamic steps build on CUDA: they run on the host (host_reference, its run_dynamic), the rest
+// on the device.
+TEST(CudaEngine, DynamicStepsRunOnTheHost) {
+  REQUIRE_DEVICE();
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  auto plan = builder::build_plan(dynamic_model().load().value(), builder::Route{}, opts);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  int dynamic = 0;
+  for (const builder::PlanStep& st : plan->steps) {
+    const ir::Node& n = plan->model.graph.nodes[static_cast<size_t>(st.node)];
+    if (n.op == ir::OpKind::Relu) {
+      EXPECT_FALSE(st.dynamic);
+      EXPECT_STREQ(st.tactic->name, "cuda");
+    } else {
+      EXPECT_TRUE(st.dynamic) << n.name;
+      EXPECT_STREQ(st.tactic->name, "host_reference") << n.name;
+      ++dynamic;
+    }
+  }
+  EXPECT_EQ(dynamic, 2);
+}
+
+TEST(CudaEngine, DynamicStepsMatchTheReference) {
+  REQUIRE_DEVICE();
+  const ir::Model m = dynamic_model().load().value();
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  auto plan = builder::build_plan(m, builder::Route{}, opts);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  auto e = runtime::Engine::create(std::move(plan).value());
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  EXPECT_TRUE((*e)->dynamic());
+  EXPECT_NE((*e)->graph_state().find("dynamic"), std::string::npos) << (*e)->graph_state();
+  for (int64_t axis : {0, 1, -1}) {
+    std::vector<Tensor> in = {kernels::random_tensor(DType::float32, {3, 5}, 80 + static_cast<uint64_t>(axis + 1)),
+                              Tensor::create(DType::int64, {1}).value()};
+    in[1].set_f64(0, static_cast<double>(axis));
+    auto got = (*e)->run(in);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    auto want = test::reference_outputs(m, in);
+    ASSERT_TRUE(want.is_ok()) << want.status().to_string();
+    EXPECT_EQ(test::compare_outputs(*got, *want, 1e-6, 1e-6), "") << "axis " << axis;
+  }
+  // Device-side timing needs a plan that runs on the device alone.
+  EXPECT_EQ((*e)->launch().kind(), ErrorKind::invalid_argument);
 }
 
 TEST(CudaTactics, UnaryOps) {
