@@ -22,6 +22,7 @@ packages=(cmake ninja-build g++ ccache pkg-config
           libdnnl-dev libopenblas-openmp-dev libsqlite3-dev libbenchmark-dev python3
           python3-onnx python3-numpy
           python3-dev pybind11-dev python3-pytest  # the Python module (import tactician) and its tests
+          clang-format  # scripts/check_format.sh (CI)
           libopenmpi-dev openmpi-bin)  # distributed tuning: mpirun -np N tactician tune
 missing=()
 for p in "${packages[@]}"; do
