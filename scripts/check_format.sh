@@ -17,7 +17,7 @@ fi
 command -v git-clang-format > /dev/null || { echo "check_format: git-clang-format not found (Debian: clang-format)" >&2; exit 2; }
 exts=cc,h,cu,cuh
 if [ $fix = 1 ]; then
-  git clang-format --extensions "$exts" "$base" -- src include tests python examples bench || true
+  git clang-format --force --extensions "$exts" "$base" -- src include tests python examples bench || true
   exit 0
 fi
 out=$(git clang-format --diff --extensions "$exts" "$base" -- src include tests python examples bench 2>&1 || true)

@@ -2,7 +2,7 @@
 // on the host. Inputs are copied from the device (constants are read from the plan's host copy),
 // the reference kernel runs, and the outputs are copied back. Slow but exact, always last in the
 // ranking, and counted in the plan summary, so every model that builds on the CPU builds on CUDA.
-#include "backends/cuda/kernel_util.h"
+#include "kernels/cuda_util.h"
 
 namespace tac::kernels {
 

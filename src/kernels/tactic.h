@@ -101,7 +101,7 @@ struct Tactic {
   // The slow catch-all (the CPU reference kernel): ranks after every other applicable tactic,
   // whatever the costs say (its cost is a placeholder, not an estimate: an honest estimate of a
   // large LSTM exceeded it). CUDA's host_reference is not one: a CUDA tactic that has not yet run
-  // on a GPU ranks after it by cost (backends/cuda/kernel_util.h not_yet_run_on_a_gpu).
+  // on a GPU ranks after it by cost (kernels/cuda_util.h not_yet_run_on_a_gpu).
   bool fallback = false;
   // The input whose buffer the kernel may write its output over, or -1: the builder then plans
   // output 0 in that buffer when no later step reads it (memory.inplace), as it does for

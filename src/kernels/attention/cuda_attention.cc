@@ -7,8 +7,8 @@
 // head in fp16). Q, K, V, the mask
 // and y are of one type, as the CUDA precision rewrite leaves them (FusedAttention follows its
 // neighbours into fp16/bf16, builder/precision.cc).
-#include "backends/cuda/kernel_util.h"
 #include "kernels/attention/geometry.h"
+#include "kernels/cuda_util.h"
 #include "kernels/elementwise/cuda_kernels.h"
 
 namespace tac::kernels {

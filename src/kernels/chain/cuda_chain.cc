@@ -3,12 +3,13 @@
 // element (chains longer than kMaxChainLinks: one launch per kMaxChainLinks links, through an
 // fp32 workspace). fp32, fp16 or bf16 tensors, all of the output's type and X's shape (as the
 // precision rewrite and the fusion pass leave them); arithmetic in fp32, constants fp32.
+#include "kernels/chain/cuda_chain.h"
+
 #include <algorithm>
 #include <array>
 
-#include "backends/cuda/kernel_util.h"
 #include "ir/elementwise_chain.h"
-#include "kernels/chain/cuda_chain.h"
+#include "kernels/cuda_util.h"
 
 namespace tac::kernels {
 

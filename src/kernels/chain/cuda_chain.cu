@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/cuda/elem.cuh"
 #include "kernels/chain/cuda_chain.h"
+#include "kernels/cuda_elem.cuh"
 
 namespace tac::cuda::kern {
 

@@ -24,8 +24,8 @@
 #include <map>
 #include <mutex>
 
-#include "backends/cuda/kernel_util.h"
 #include "kernels/conv/conv_common.h"
+#include "kernels/cuda_util.h"
 #include "kernels/cudnn_graph_tactic.h"
 #include "kernels/elementwise/cuda_kernels.h"
 

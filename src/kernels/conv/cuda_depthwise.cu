@@ -4,7 +4,7 @@
 // nchw or nhwc activations (the residual in y's layout; W always [M][KH][KW]).
 // MobileNet-style layers are memory-bound: 9 multiply-adds per output element against one load
 // of the input; cuDNN's implicit GEMM spends a GEMM's setup on them.
-#include "backends/cuda/elem.cuh"
+#include "kernels/cuda_elem.cuh"
 #include "kernels/elementwise/cuda_act.cuh"
 
 namespace tac::cuda::kern {

@@ -5,7 +5,7 @@
 // mobilenet_v3_large on CUDA, cos 0.45 against the CPU).
 #pragma once
 
-#include "backends/cuda/elem.cuh"
+#include "kernels/cuda_elem.cuh"
 
 namespace tac::cuda::kern {
 

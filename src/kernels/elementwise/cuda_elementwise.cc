@@ -12,7 +12,7 @@
 #include <array>
 #include <cmath>
 
-#include "backends/cuda/kernel_util.h"
+#include "kernels/cuda_util.h"
 #include "kernels/elementwise/common.h"  // const_ints
 #include "kernels/elementwise/cuda_kernels.h"
 #include "kernels/layout/raw_buffer.h"

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/elem.cuh"
+#include "kernels/cuda_elem.cuh"
 #include "kernels/elementwise/cuda_act.cuh"
 
 namespace tac::cuda::kern {
@@ -480,16 +480,6 @@ int layer_norm(Elem t, const void* x, const void* scale, const void* bias, void*
     layer_norm_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, as_stream(stream)>>>(xt, st, bt, yt, cols, eps);
     return launched();
   });
-}
-
-__global__ void flush_kernel(uint32_t* p, int64_t n) {
-  GRID_STRIDE(i, n) p[i] = p[i] * 1664525u + 1013904223u;
-}
-int flush_l2(void* scratch, int64_t bytes, void* stream) {
-  const int64_t n = bytes / 4;
-  if (n <= 0) return 0;
-  flush_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(static_cast<uint32_t*>(scratch), n);
-  return launched();
 }
 
 int pool2d(Elem t, const void* x, void* y, const Pool2dDesc& d, void* stream) {

@@ -1,7 +1,7 @@
 // Our own CUDA kernels (cuda_kernels.cu, cuda_movement.cu, cuda_depthwise.cu, cuda_attention.cu), callable from host
 // code that includes no CUDA header. Each launch is enqueued on `stream` (a cudaStream_t) and
 // returns the launch's cudaError_t as an int (0: launched); the caller turns it into a Status
-// (backends/cuda/kernel_util.h). Every pointer is device memory. The float kernels take an
+// (kernels/cuda_util.h). Every pointer is device memory. The float kernels take an
 // element type `Elem` (fp32, fp16, bf16: loads and stores in that type, arithmetic in fp32);
 // conv / GEMM biases stay fp32.
 #pragma once
@@ -143,9 +143,5 @@ int64_t attention_flash_smem_bytes(const AttentionDesc& d, int warps, int splits
 int attention_flash_init(Elem t, const AttentionDesc& d, int warps, int splits);
 int attention_flash(Elem t, const void* q, const void* k, const void* v, const void* mask, void* y,
                     const AttentionDesc& d, int warps, int splits, void* stream);
-
-// Overwrites `bytes` of scratch device memory (one read-modify-write pass): with `bytes` above the
-// L2 size, the engine's next kernels start with a cold L2 (bench --l2-flush).
-int flush_l2(void* scratch, int64_t bytes, void* stream);
 
 }  // namespace tac::cuda::kern

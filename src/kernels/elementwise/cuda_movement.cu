@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/elem.cuh"
+#include "kernels/cuda_elem.cuh"
 
 namespace tac::cuda::kern {
 

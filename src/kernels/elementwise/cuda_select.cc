@@ -5,12 +5,13 @@
 // gathers (the transpose kernel, strides 0 where a dim repeats); Split as one strided 2-D device
 // copy per output. Any element type of 1, 2, 4 or 8 bytes where the op only moves data; tactic
 // name "cuda" ("cuda_copy" for Split, as Concat).
+#include "kernels/elementwise/cuda_select.h"
+
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cuda/kernel_util.h"
+#include "kernels/cuda_util.h"
 #include "kernels/elementwise/common.h"  // const_ints, pads_per_dim
-#include "kernels/elementwise/cuda_select.h"
 
 namespace tac::kernels {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/elem.cuh"
+#include "kernels/cuda_elem.cuh"
 #include "kernels/elementwise/cuda_select.h"
 
 namespace tac::cuda::kern {

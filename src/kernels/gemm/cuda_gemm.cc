@@ -19,7 +19,7 @@
 #include <map>
 #include <mutex>
 
-#include "backends/cuda/kernel_util.h"
+#include "kernels/cuda_util.h"
 #include "kernels/elementwise/cuda_kernels.h"
 #include "kernels/gemm/problem.h"
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "backends/cuda/kernel_util.h"
+#include "kernels/cuda_util.h"
 #include "kernels/cudnn_graph_tactic.h"
 #include "kernels/gemm/problem.h"
 

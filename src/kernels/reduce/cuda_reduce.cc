@@ -3,11 +3,12 @@
 // constant input after; keepdims; noop_with_empty_axes) and ArgMax / ArgMin; our own kernels
 // (cuda_reduce.cu), one launch each, fp32 / fp16 / bf16 with fp32 accumulation. Tactic name
 // "cuda". The input is seen as coalesced groups of kept and reduced dims (cuda_reduce.h).
+#include "kernels/reduce/cuda_reduce.h"
+
 #include <algorithm>
 
-#include "backends/cuda/kernel_util.h"
+#include "kernels/cuda_util.h"
 #include "kernels/elementwise/common.h"  // attr_i, attr_f, attr_s
-#include "kernels/reduce/cuda_reduce.h"
 
 namespace tac::kernels {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/elem.cuh"
+#include "kernels/cuda_elem.cuh"
 #include "kernels/reduce/cuda_reduce.h"
 
 namespace tac::cuda::kern {

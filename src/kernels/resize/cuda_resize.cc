@@ -6,12 +6,13 @@
 // reference's formulas (in double; weights of 0 dropped) and uploaded as a table; the kernel sums
 // the product of the taps. scales / sizes (and roi for tf_crop_and_resize) must be constants.
 // Tactic name "cuda".
+#include "kernels/resize/cuda_resize.h"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
-#include "backends/cuda/kernel_util.h"
-#include "kernels/resize/cuda_resize.h"
+#include "kernels/cuda_util.h"
 #include "kernels/resize/resize_plan.h"
 #include "reference/resize_filter.h"
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/elem.cuh"
+#include "kernels/cuda_elem.cuh"
 #include "kernels/resize/cuda_resize.h"
 
 namespace tac::cuda::kern {

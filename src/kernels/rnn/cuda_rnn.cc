@@ -22,7 +22,7 @@
 #include <array>
 #include <cstring>
 
-#include "backends/cuda/kernel_util.h"
+#include "kernels/cuda_util.h"
 #include "kernels/rnn/rnn_geom.h"
 
 namespace tac::kernels {

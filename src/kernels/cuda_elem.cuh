@@ -39,7 +39,8 @@ inline unsigned blocks_for(int64_t n) {
 inline int launched() { return static_cast<int>(cudaGetLastError()); }
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
-#define TAC_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+#define TAC_GRID_STRIDE(i, n)                                                            \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 }  // namespace tac::cuda::kern
