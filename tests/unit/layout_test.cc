@@ -306,6 +306,36 @@ TEST(LayoutTactics, ChannelAffineBatchNormMatchesReference) {
   }
 }
 
+// A Gather of channels in nhwc (gather_channels) against the reference: a shuffle, a subset with a
+// repeat and a negative index, fp32 and bf16 (a copy: exact); refused in nchw and off axis 1.
+TEST(LayoutTactics, GatherChannelsMatchesReference) {
+  const kernels::Tactic* t = find_tactic(ir::OpKind::Gather, "gather_channels");
+  ASSERT_NE(t, nullptr);
+  ir::Node n = make_node("Gather", 2, 1, 13);
+  set_attr(n, "axis", int64_t{1});
+  Tensor shuffle = Tensor::create(DType::int64, {12}).value(), subset = Tensor::create(DType::int64, {5}).value();
+  for (int64_t c = 0; c < 12; ++c) shuffle.set_f64(c, static_cast<double>((c % 2) * 6 + c / 2));
+  const std::vector<int64_t> picks = {3, 3, -1, 0, 7};
+  for (int64_t i = 0; i < 5; ++i) subset.set_f64(i, static_cast<double>(picks[static_cast<size_t>(i)]));
+  for (DType dt : {DType::float32, DType::bfloat16})
+    for (const Tensor& idx : {shuffle, subset})
+      for (const Shape& s : {Shape{1, 12, 5, 7}, Shape{2, 12, 3, 1}}) {
+        const std::string what = "Gather " + shape_to_string(s) + " " + dtype_name(dt) + " of " + std::to_string(idx.numel());
+        auto r =
+            check_tactic(*t, n, {random_tensor(dt, s, 20), idx}, {false, true}, 2, {Layout::nhwc, Layout::nchw}, Layout::nhwc);
+        expect_close(r, 0, what);
+        auto plain =
+            check_tactic(*t, n, {random_tensor(dt, s, 20), idx}, {false, true}, 2, {Layout::nchw, Layout::nchw}, Layout::nchw);
+        EXPECT_EQ(plain.status.kind(), ErrorKind::not_applicable) << what;
+      }
+  ir::Node a0 = make_node("Gather", 2, 1, 13);
+  Tensor rows = Tensor::create(DType::int64, {2}).value();
+  rows.set_f64(0, 2);
+  auto off_axis = check_tactic(*t, a0, {random_tensor(DType::float32, {3, 12, 2, 2}, 21), rows}, {false, true}, 2,
+                               {Layout::nhwc, Layout::nchw}, Layout::nhwc);
+  EXPECT_EQ(off_axis.status.kind(), ErrorKind::not_applicable);
+}
+
 // ---------------------------------------------------------------- the rewrite
 
 ir::Model load(const ModelBuilder& mb) {
@@ -473,6 +503,52 @@ TEST(LayoutRewrite, BatchNormBetweenConvolutionsStaysInTheLayout) {
     // Only the input's and the output's Reformats remain.
     EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Reformat), 2) << test::op_list(p.model.graph);
   }
+}
+
+// ShuffleNet v2's block: Concat, the channel shuffle (Reshape to 5-D, Transpose, Reshape) and the
+// next block's two channel Slices. channel_gather makes them two Gathers of the Concat, which
+// stay in the convolutions' layout: only the input's and the output's Reformats remain. With
+// pass.channel_gather=off the shuffle is still there (and this small graph stays nchw).
+TEST(LayoutRewrite, ChannelShuffleIsAGatherInTheLayout) {
+  ModelBuilder m(17);
+  m.input("x", 1, {"1", "8", "6", "6"});
+  test::initializer_random(m, "w0", {8, 8, 3, 3}, 61, 0.2f);
+  test::initializer_random(m, "w1", {8, 8, 1, 1}, 62, 0.2f);
+  auto* c0 = m.node("Conv", {"x", "w0"}, {"a"}, "conv0");
+  test::attr_ints(c0, "pads", {1, 1, 1, 1});
+  m.node("Conv", {"x", "w1"}, {"b"}, "conv1");
+  test::attr_i(m.node("Concat", {"a", "b"}, {"cat"}, "concat"), "axis", 1);
+  test::initializer_i64(m, "s5", {5}, {1, 2, 8, 6, 6});
+  test::initializer_i64(m, "s4", {4}, {1, 16, 6, 6});
+  m.node("Reshape", {"cat", "s5"}, {"r5"}, "reshape0");
+  test::attr_ints(m.node("Transpose", {"r5"}, {"t5"}, "transpose"), "perm", {0, 2, 1, 3, 4});
+  m.node("Reshape", {"t5", "s4"}, {"sh"}, "reshape1");
+  test::initializer_i64(m, "st0", {1}, {0});
+  test::initializer_i64(m, "en0", {1}, {8});
+  test::initializer_i64(m, "st1", {1}, {8});
+  test::initializer_i64(m, "en1", {1}, {16});
+  test::initializer_i64(m, "ax", {1}, {1});
+  m.node("Slice", {"sh", "st0", "en0", "ax"}, {"lo"}, "slice0");
+  m.node("Slice", {"sh", "st1", "en1", "ax"}, {"hi"}, "slice1");
+  test::initializer_random(m, "w2", {8, 8, 1, 1}, 63, 0.2f);
+  m.node("Conv", {"hi", "w2"}, {"c"}, "conv2");
+  test::attr_i(m.node("Concat", {"lo", "c"}, {"y"}, "concat2"), "axis", 1);
+  m.output("y", 1, {});
+  const ir::Model model = load(m);
+  auto e = build_and_check(model, "");
+  ASSERT_TRUE(e);
+  const builder::Plan& p = e->plan();
+  EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Transpose), 0) << test::op_list(p.model.graph);
+  EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Slice), 0) << test::op_list(p.model.graph);
+  EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Gather), 2) << test::op_list(p.model.graph);
+  for (const builder::PlanStep& st : p.steps)
+    if (p.model.graph.nodes[static_cast<size_t>(st.node)].op == ir::OpKind::Gather)
+      EXPECT_EQ(std::string(st.tactic->name), "gather_channels");
+  EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Reformat), 2) << test::op_list(p.model.graph);
+  auto off = build_and_check(model, "pass.channel_gather=off");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(count_op(off->plan().model.graph, ir::OpKind::Transpose), 1) << test::op_list(off->plan().model.graph);
+  EXPECT_EQ(count_op(off->plan().model.graph, ir::OpKind::Gather), 0) << test::op_list(off->plan().model.graph);
 }
 
 TEST(LayoutRewrite, NchwRouteIsPlain) {

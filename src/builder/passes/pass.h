@@ -58,6 +58,7 @@ Status fuse_conv(ir::Graph& g, PassContext& ctx);
 Status fuse_matmul(ir::Graph& g, PassContext& ctx);
 Status eliminate_transpose(ir::Graph& g, PassContext& ctx);
 Status merge_reshapes(ir::Graph& g, PassContext& ctx);
+Status channel_gather(ir::Graph& g, PassContext& ctx);
 Status fuse_layernorm(ir::Graph& g, PassContext& ctx);
 Status fuse_gelu(ir::Graph& g, PassContext& ctx);
 Status move_transposes(ir::Graph& g, PassContext& ctx);

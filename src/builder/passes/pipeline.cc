@@ -12,6 +12,8 @@ namespace tac::builder {
 // 3. eliminate_transpose and merge_reshapes after folding (perms need known ranks; the reshape
 //    chains need the shapes that folding makes known) and before the fusions, which they never
 //    block and whose matches they do not create.
+//    channel_gather right after merge_reshapes (the shuffle's Reshapes are single constant-shape
+//    Reshapes by then) and before the layout rewrite, which keeps its Gathers channels-last.
 // 4. fold_batchnorm before fuse_conv: the fused epilogue applies after the folded bias.
 // 5. fuse_layernorm and fuse_gelu before fuse_conv / fuse_matmul: the Gelu they make is the
 //    activation fuse_matmul takes into FusedMatMul's epilogue (MatMul -> Add bias -> Gelu), and the
@@ -35,15 +37,18 @@ std::span<const Pass> pass_pipeline() {
        "compute a model stored in fp16 / bf16 in fp32 between its inputs and outputs (constants widened exactly, Casts "
        "at the boundary); precision.default, which follows the stored type, narrows the layers again",
        true, widen_storage},
-      {"fold_constants", "evaluate nodes whose inputs are all constant (and Shape of known shapes) at build time",
-       true, fold_constants},
+      {"fold_constants", "evaluate nodes whose inputs are all constant (and Shape of known shapes) at build time", true,
+       fold_constants},
       {"eliminate_identity", "remove Identity, inference-mode Dropout and Pad-by-zero nodes", true, eliminate_identity},
       {"eliminate_transpose", "collapse Transpose -> Transpose chains into one Transpose (none when they cancel)", true,
        eliminate_transpose},
-      {"merge_reshapes", "collapse chains of Reshape/Flatten/Squeeze/Unsqueeze into one Reshape to the known shape",
-       true, merge_reshapes},
-      {"fold_batchnorm", "fold an inference BatchNormalization into the preceding Conv's weights and bias", true,
-       fold_batchnorm},
+      {"merge_reshapes", "collapse chains of Reshape/Flatten/Squeeze/Unsqueeze into one Reshape to the known shape", true,
+       merge_reshapes},
+      {"channel_gather",
+       "turn a channel shuffle (Reshape to 5-D, Transpose(0,2,1,3,4), Reshape back) into a Gather of channels, and a "
+       "channel Slice of such a Gather into a Gather of its own (one step a channels-last region can keep)",
+       true, channel_gather},
+      {"fold_batchnorm", "fold an inference BatchNormalization into the preceding Conv's weights and bias", true, fold_batchnorm},
       {"fuse_layernorm",
        "replace a decomposed LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div [, Mul gamma, Add beta]) by "
        "LayerNormalization",
@@ -54,15 +59,15 @@ std::span<const Pass> pass_pipeline() {
        "view chains around attention, where attention_views absorbs them",
        true, move_transposes},
       {"fuse_attention",
-       "replace MatMul(Q, K) [scale] [+ mask] -> Softmax -> MatMul(., V) by one FusedAttention (scores stay in cache)",
-       true, fuse_attention},
+       "replace MatMul(Q, K) [scale] [+ mask] -> Softmax -> MatMul(., V) by one FusedAttention (scores stay in cache)", true,
+       fuse_attention},
       {"attention_views",
        "let FusedAttention read Q, K, V and write Y through the Transpose/Reshape/Gather/Slice chains around it (strides; "
        "the chains' copies disappear)",
        true, attention_views},
       {"fuse_conv", "fuse Conv with a following residual Add and activation into FusedConv", true, fuse_conv},
-      {"fuse_matmul", "fuse MatMul/Gemm with a following bias Add, residual Add and activation into FusedMatMul",
-       true, fuse_matmul},
+      {"fuse_matmul", "fuse MatMul/Gemm with a following bias Add, residual Add and activation into FusedMatMul", true,
+       fuse_matmul},
       {"conv1d_as_2d",
        "run a 1-D convolution (rank-3 X, constant W) as the 2-D convolution of height 1 it equals, between Reshape "
        "views, so that the 2-D tactics take it",

@@ -19,5 +19,7 @@ namespace tac::kernels {
 void add_raw_buffer_tactics(std::vector<Tactic>& t, Backend b);
 // Appends channel_affine (channel_affine.cc): BatchNormalization in nhwc / blocked, CPU.
 void add_channel_affine_tactics(std::vector<Tactic>& t);
+// Appends gather_channels (gather_channels.cc): a Gather of channels in nhwc, CPU.
+void add_gather_channels_tactics(std::vector<Tactic>& t);
 
 }  // namespace tac::kernels

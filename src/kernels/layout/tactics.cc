@@ -275,6 +275,7 @@ std::span<const Tactic> layout_tactics() {
           pool_cost, pool_prepare);
     add_raw_buffer_tactics(t, Backend::cpu);
     add_channel_affine_tactics(t);
+    add_gather_channels_tactics(t);
     return t;
   }();
   return table;
