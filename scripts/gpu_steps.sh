@@ -18,6 +18,8 @@
 #   pinbench:MODEL:BATCH:TACTICS[:NODES]  as pin:, `bench` end to end only (no Nsight Compute); NODES: a
 #                                   regex the pinned knobs' node names must match -> OUT/pins.txt
 #   unit                            the CUDA unit tests (scripts/gpu_check.sh --unit)
+#   unit:FILTER                     unit_tests --gtest_filter=FILTER (e.g. 'CudaTactics.BatchNorm:CudaEngine.Dynamic*'),
+#                                   its failures and verdicts -> OUT/unit-filter.txt
 #   check:NAME[:ROUTE:RTOL:ATOL]     `check` of every DEVPACK zoo model on CUDA (route spaces as '+')
 #                                   -> OUT/check-NAME/summary.txt
 #   checktune:BUDGET                `tune --backend cuda --budget BUDGET` of every DEVPACK zoo model (default
@@ -112,6 +114,11 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
         --models "${ms//,/ }" --models-dir "$mdir" > "$out/bench.txt" 2>&1 ;;
     unit)
       bash "$root/scripts/gpu_check.sh" "$pkg" "$out/unit" --unit ;;
+    unit:*)
+      timeout 300 unit_tests --gtest_filter="${s#unit:}" > /tmp/unit-filter.txt 2>&1
+      log "unit ${s#unit:}: rc=$?"
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[       OK |Failure|Expected|Which is|actual|got " /tmp/unit-filter.txt |
+        head -300 > "$out/unit-filter.txt" ;;
     check:*)
       IFS=: read -r _ name route rtol atol <<< "$s"
       extra=()
