@@ -541,9 +541,11 @@ TEST(LayoutRewrite, ChannelShuffleIsAGatherInTheLayout) {
   EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Transpose), 0) << test::op_list(p.model.graph);
   EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Slice), 0) << test::op_list(p.model.graph);
   EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Gather), 2) << test::op_list(p.model.graph);
-  for (const builder::PlanStep& st : p.steps)
-    if (p.model.graph.nodes[static_cast<size_t>(st.node)].op == ir::OpKind::Gather)
+  for (const builder::PlanStep& st : p.steps) {
+    if (p.model.graph.nodes[static_cast<size_t>(st.node)].op == ir::OpKind::Gather) {
       EXPECT_EQ(std::string(st.tactic->name), "gather_channels");
+    }
+  }
   EXPECT_EQ(count_op(p.model.graph, ir::OpKind::Reformat), 2) << test::op_list(p.model.graph);
   auto off = build_and_check(model, "pass.channel_gather=off");
   ASSERT_TRUE(off);
