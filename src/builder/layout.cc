@@ -172,27 +172,33 @@ bool layout_candidate(const ir::Graph& g, const ir::Node& n, kernels::Backend ba
   return float_rank4(g, n.inputs[0], backend) && float_rank4(g, n.outputs[0], backend) && is_const(g, n.inputs[1]);
 }
 
-Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutReport* report, kernels::Backend backend) {
-  ir::Graph& g = m.graph;
-  LayoutReport local;
-  if (!report) report = &local;
-  // Which layout each convolution should run in, and whether layout.<node> asked for it.
-  const std::string def_text = route.get(knob::kLayoutDefault);
-  TAC_ASSIGN_OR_RETURN(const Layout def, layout_of_value("layout.default", def_text.empty() ? "nchw" : def_text, backend));
-  std::vector<Layout> target(g.nodes.size(), Layout::nchw);
-  std::vector<bool> pinned_layout(g.nodes.size(), false);
-  std::vector<const kernels::Tactic*> pinned_tactic(g.nodes.size(), nullptr);
-  bool any = false;
+namespace {
+
+// What the route asks of each node: the layout it should run in (convolutions and the layout
+// candidates), whether layout.<node> set it, and a pinned tactic.
+struct Targets {
+  std::vector<Layout> layout;
+  std::vector<bool> pinned_layout;
+  std::vector<const kernels::Tactic*> pinned_tactic;
+  bool any = false;  // some node leaves nchw
+};
+Result<Targets> layout_targets(const ir::Graph& g, const RouteView& route, Layout def, LayoutReport* report,
+                               kernels::Backend backend) {
+  Targets t{std::vector<Layout>(g.nodes.size(), Layout::nchw), std::vector<bool>(g.nodes.size(), false),
+            std::vector<const kernels::Tactic*>(g.nodes.size(), nullptr)};
   for (const ir::Node& n : g.nodes) {
     const size_t i = static_cast<size_t>(n.index);
     for (const auto& [k, a] : n.attrs)
-      if (a.g || !a.graphs.empty()) return Status::ok();  // subgraphs read outer values: all stays nchw
+      if (a.g || !a.graphs.empty()) {  // subgraphs read outer values: all stays nchw
+        t.any = false;
+        return t;
+      }
     const std::string knob = "layout." + n.name, v = route.get_node(knob::kLayout, n.name);
     const bool explicit_layout = !v.empty() && v != "default";
     // A pinned tactic decides whether its node can follow a layout (pools, Concats and
     // elementwise ops too: a pin on a tactic that reads nchw only keeps the node nchw).
     const std::string tactic = route.get_node(knob::kTactic, n.name);
-    if (!tactic.empty() && tactic != "auto") pinned_tactic[i] = kernels::find_tactic(n.op, tactic, backend);
+    if (!tactic.empty() && tactic != "auto") t.pinned_tactic[i] = kernels::find_tactic(n.op, tactic, backend);
     if (!layout_candidate(g, n, backend)) {
       if (!explicit_layout || v == "nchw") continue;
       // The precision rewrite made it int8: precision.<node> wins.
@@ -208,77 +214,116 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
     if (explicit_layout) {
       TAC_ASSIGN_OR_RETURN(l, layout_of_value(knob, v, backend));
     }
-    if (l != Layout::nchw && pinned_tactic[i] && !pinned_tactic[i]->layouts) {
+    if (l != Layout::nchw && t.pinned_tactic[i] && !t.pinned_tactic[i]->layouts) {
       report->log.push_back("layout: " + n.name + " stays nchw: tactic." + n.name + "=" + tactic + " reads nchw only");
       l = Layout::nchw;
     }
-    target[i] = l;
-    pinned_layout[i] = explicit_layout;
-    any |= l != Layout::nchw;
+    t.layout[i] = l;
+    t.pinned_layout[i] = explicit_layout;
+    t.any |= l != Layout::nchw;
   }
-  if (!any) return Status::ok();
+  return t;
+}
 
-  // Assign; a default-layout convolution that enters the layout while no convolution after it
-  // reads it goes back to nchw.
+// The assignment of layouts to every node; a default-layout convolution that enters the layout
+// while no convolution after it reads it goes back to nchw (repeated until nothing changes).
+Assignment settle(const ir::Graph& g, Targets& t, int threads, LayoutReport* report, kernels::Backend backend) {
   const std::vector<std::vector<int>> users = g.consumers();
-  std::vector<bool> graph_output(g.values.size(), false);
-  for (int v : g.outputs) graph_output[static_cast<size_t>(v)] = true;
   std::vector<int> producer(g.values.size(), -1);
   for (const ir::Node& n : g.nodes)
     if (!n.outputs.empty() && n.outputs[0] != ir::kNoValue) producer[static_cast<size_t>(n.outputs[0])] = n.index;
   Assignment a;
   for (size_t round = 0; round <= g.nodes.size(); ++round) {
-    a = assign(g, target, pinned_tactic, threads, backend);
+    a = assign(g, t.layout, t.pinned_tactic, threads, backend);
     bool changed = false;
     for (const ir::Node& n : g.nodes) {
       const size_t i = static_cast<size_t>(n.index);
-      if (target[i] == Layout::nchw || pinned_layout[i] || a.out[i] == Layout::nchw) continue;
+      if (t.layout[i] == Layout::nchw || t.pinned_layout[i] || a.out[i] == Layout::nchw) continue;
       const int p = producer[static_cast<size_t>(n.inputs[0])];
       const Layout x_layout = p >= 0 ? a.out[static_cast<size_t>(p)] : Layout::nchw;
       const bool reformat_in = a.in[i][0] != x_layout;
       // It enters the layout here (its input read in another) and no convolution after it
       // reads the layout: the layout buys Reformats and no convolution in it but this one.
       const bool enters = reformat_in || a.in[i][0] != a.out[i];
-      if (enters && !reaches_conv_in_layout(g, users, a, target, n)) {
-        target[i] = Layout::nchw;
+      if (enters && !reaches_conv_in_layout(g, users, a, t.layout, n)) {
+        t.layout[i] = Layout::nchw;
         changed = true;
         report->log.push_back("layout: " + n.name + " stays nchw (it enters the layout and no convolution after it reads it)");
       }
     }
     if (!changed) break;
   }
-  for (const ir::Node& n : g.nodes) {
-    const size_t i = static_cast<size_t>(n.index);
-    if (pinned_layout[i] && target[i] != Layout::nchw && a.out[i] != target[i])
-      return invalid_argument("route: layout." + n.name + "=" + route.get_node(knob::kLayout, n.name) + ": " + n.label() +
-                              " has no tactic in that layout here");
+  return a;
+}
+
+// The graph rewritten to an assignment: each node reads its inputs in the layouts it was
+// assigned (a Reformat of a value made once per layout) and writes output 0 in its own; graph
+// outputs stay nchw (the node writes a new value, a Reformat writes the output).
+class Rewriter {
+ public:
+  Rewriter(ir::Graph& g, LayoutReport* report) : g_(g), report_(report), held_(g.values.size()) {
+    for (size_t v = 0; v < g.values.size(); ++v) held_[v][Layout::nchw] = static_cast<int>(v);
+    for (const ir::Node& n : g.nodes) node_names_.insert(n.name);
   }
 
-  // Rewrite: per value, the value holding it in each layout made so far.
-  std::vector<std::map<Layout, int>> held(g.values.size());
-  for (size_t v = 0; v < g.values.size(); ++v) held[v][Layout::nchw] = static_cast<int>(v);
-  std::vector<ir::Node> added;
-  std::set<std::string> node_names;
-  for (const ir::Node& n : g.nodes) node_names.insert(n.name);
-  auto unique_node = [&](std::string base) {
+  Status run(const Assignment& a, Layout def) {
+    std::vector<bool> graph_output(g_.values.size(), false);
+    for (int v : g_.outputs) graph_output[static_cast<size_t>(v)] = true;
+    std::map<std::string, int> moved;
+    for (size_t i = 0, n_nodes = g_.nodes.size(); i < n_nodes; ++i) {
+      for (size_t k = 0; k < g_.nodes[i].inputs.size(); ++k) {
+        const int v = g_.nodes[i].inputs[k];
+        if (v != ir::kNoValue && !is_const(g_, v)) g_.nodes[i].inputs[k] = in_layout(v, a.in[i][k]);
+      }
+      const Layout l = a.out[i];
+      const int y = g_.nodes[i].outputs.empty() ? ir::kNoValue : g_.nodes[i].outputs[0];
+      if (l == Layout::nchw || y == ir::kNoValue) continue;
+      ++moved[std::string(g_.nodes[i].op_type)];
+      report_->nodes.push_back(g_.nodes[i].name + ": " + ir::layout_name(l));
+      held_[static_cast<size_t>(y)].clear();
+      if (graph_output[static_cast<size_t>(y)]) {
+        const int y2 = new_value(y, value(g_, y).name + "." + ir::layout_name(l), l);
+        g_.nodes[i].outputs[0] = y2;
+        reformat(y2, l, y, Layout::nchw);
+        held_[static_cast<size_t>(y)][l] = y2;
+        held_[static_cast<size_t>(y)][Layout::nchw] = y;
+      } else {
+        g_.values[static_cast<size_t>(y)].layout = l;
+        held_[static_cast<size_t>(y)][l] = y;
+      }
+    }
+    for (ir::Node& r : added_) {
+      r.index = static_cast<int>(g_.nodes.size());
+      g_.nodes.push_back(std::move(r));
+    }
+    TAC_RETURN_IF_ERROR(g_.sort_topologically());
+    std::string line = "layout:";
+    for (const auto& [op, k] : moved) line += " " + std::to_string(k) + " " + op;
+    report_->log.push_back(line + " off nchw (layout.default=" + ir::layout_name(def) + "); " +
+                           std::to_string(report_->reformats) + " reformats");
+    return Status::ok();
+  }
+
+ private:
+  std::string unique_node(const std::string& base) {
     std::string s = base;
-    for (int k = 2; node_names.count(s); ++k) s = base + "_" + std::to_string(k);
-    node_names.insert(s);
+    for (int k = 2; node_names_.count(s); ++k) s = base + "_" + std::to_string(k);
+    node_names_.insert(s);
     return s;
-  };
-  auto new_value = [&](int like, const std::string& base, Layout l) {
+  }
+  int new_value(int like, const std::string& base, Layout l) {
     std::string name = base;
-    for (int k = 2; g.find_value(name) != ir::kNoValue; ++k) name = base + "_" + std::to_string(k);
-    const ir::ValueType t = value(g, like).type;  // copy first: get_or_add_value grows g.values
-    const int v = g.get_or_add_value(name);
-    g.values[static_cast<size_t>(v)].type = t;
-    g.values[static_cast<size_t>(v)].layout = l;
-    held.resize(g.values.size());
+    for (int k = 2; g_.find_value(name) != ir::kNoValue; ++k) name = base + "_" + std::to_string(k);
+    const ir::ValueType t = value(g_, like).type;  // copy first: get_or_add_value grows g.values
+    const int v = g_.get_or_add_value(name);
+    g_.values[static_cast<size_t>(v)].type = t;
+    g_.values[static_cast<size_t>(v)].layout = l;
+    held_.resize(g_.values.size());
     return v;
-  };
-  auto reformat = [&](int src, Layout from, int dst, Layout to) {
+  }
+  void reformat(int src, Layout from, int dst, Layout to) {
     ir::Node r;
-    r.name = unique_node(value(g, src).name + ".to_" + ir::layout_name(to));
+    r.name = unique_node(value(g_, src).name + ".to_" + ir::layout_name(to));
     r.op = OpKind::Reformat;
     r.op_type = ir::op_name(OpKind::Reformat);
     r.domain = ir::kInternalDomain;
@@ -291,53 +336,45 @@ Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutRe
       at.s = ir::layout_name(l);
       r.attrs[key] = at;
     }
-    added.push_back(std::move(r));
-    ++report->reformats;
-  };
+    added_.push_back(std::move(r));
+    ++report_->reformats;
+  }
   // The value holding `v` in layout `l` (a Reformat of it, made once).
-  auto in_layout = [&](int v, Layout l) {
-    std::map<Layout, int>& h = held[static_cast<size_t>(v)];
+  int in_layout(int v, Layout l) {
+    std::map<Layout, int>& h = held_[static_cast<size_t>(v)];
     if (auto it = h.find(l); it != h.end()) return it->second;
-    const auto& [from, src] = *h.begin();  // every value is held in exactly one layout before this
-    const int dst = new_value(v, value(g, v).name + "." + ir::layout_name(l), l);
+    const auto [from, src] = *h.begin();  // every value is held in exactly one layout before this
+    const int dst = new_value(v, value(g_, v).name + "." + ir::layout_name(l), l);
     reformat(src, from, dst, l);
-    held[static_cast<size_t>(v)][l] = dst;
+    held_[static_cast<size_t>(v)][l] = dst;
     return dst;
-  };
-  std::map<std::string, int> moved;
-  for (size_t i = 0, n_nodes = g.nodes.size(); i < n_nodes; ++i) {
-    for (size_t k = 0; k < g.nodes[i].inputs.size(); ++k) {
-      const int v = g.nodes[i].inputs[k];
-      if (v != ir::kNoValue && !is_const(g, v)) g.nodes[i].inputs[k] = in_layout(v, a.in[i][k]);
-    }
-    const Layout l = a.out[i];
-    const int y = g.nodes[i].outputs.empty() ? ir::kNoValue : g.nodes[i].outputs[0];
-    if (l == Layout::nchw || y == ir::kNoValue) continue;
-    ++moved[std::string(g.nodes[i].op_type)];
-    report->nodes.push_back(g.nodes[i].name + ": " + ir::layout_name(l));
-    held[static_cast<size_t>(y)].clear();
-    if (graph_output[static_cast<size_t>(y)]) {
-      // Graph outputs stay nchw: the node writes a new value, a Reformat writes the output.
-      const int y2 = new_value(y, value(g, y).name + "." + ir::layout_name(l), l);
-      g.nodes[i].outputs[0] = y2;
-      reformat(y2, l, y, Layout::nchw);
-      held[static_cast<size_t>(y)][l] = y2;
-      held[static_cast<size_t>(y)][Layout::nchw] = y;
-    } else {
-      g.values[static_cast<size_t>(y)].layout = l;
-      held[static_cast<size_t>(y)][l] = y;
-    }
   }
-  for (ir::Node& r : added) {
-    r.index = static_cast<int>(g.nodes.size());
-    g.nodes.push_back(std::move(r));
+
+  ir::Graph& g_;
+  LayoutReport* report_;
+  std::vector<std::map<Layout, int>> held_;  // per value, the value holding it in each layout made so far
+  std::vector<ir::Node> added_;
+  std::set<std::string> node_names_;
+};
+
+}  // namespace
+
+Status apply_layouts(ir::Model& m, const RouteView& route, int threads, LayoutReport* report, kernels::Backend backend) {
+  ir::Graph& g = m.graph;
+  LayoutReport local;
+  if (!report) report = &local;
+  const std::string def_text = route.get(knob::kLayoutDefault);
+  TAC_ASSIGN_OR_RETURN(const Layout def, layout_of_value("layout.default", def_text.empty() ? "nchw" : def_text, backend));
+  TAC_ASSIGN_OR_RETURN(Targets t, layout_targets(g, route, def, report, backend));
+  if (!t.any) return Status::ok();
+  const Assignment a = settle(g, t, threads, report, backend);
+  for (const ir::Node& n : g.nodes) {
+    const size_t i = static_cast<size_t>(n.index);
+    if (t.pinned_layout[i] && t.layout[i] != Layout::nchw && a.out[i] != t.layout[i])
+      return invalid_argument("route: layout." + n.name + "=" + route.get_node(knob::kLayout, n.name) + ": " + n.label() +
+                              " has no tactic in that layout here");
   }
-  TAC_RETURN_IF_ERROR(g.sort_topologically());
-  std::string line = "layout:";
-  for (const auto& [op, k] : moved) line += " " + std::to_string(k) + " " + op;
-  report->log.push_back(line + " off nchw (layout.default=" + ir::layout_name(def) + "); " +
-                        std::to_string(report->reformats) + " reformats");
-  return Status::ok();
+  return Rewriter(g, report).run(a, def);
 }
 
 }  // namespace tac::builder

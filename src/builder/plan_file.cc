@@ -201,6 +201,101 @@ Result<Plan> load_plan(const std::string& path) {
   return load_plan_from_bytes(file, path);
 }
 
+namespace {
+
+Status malformed(const std::string& path) { return invalid_argument(path + ": malformed plan"); }
+
+// The values' kinds, layouts and arena offsets (after the graph's types), each checked against
+// its type and the arena.
+Status read_values(Reader& r, Plan& plan, const std::string& path) {
+  ir::Graph& g = plan.model.graph;
+  uint32_t n_values;
+  if (!r.pod(n_values)) return malformed(path);
+  for (uint32_t i = 0; i < n_values; ++i) {
+    std::string name;
+    uint8_t kind, layout;
+    int64_t offset;
+    if (!r.str(name) || !r.pod(kind) || !r.pod(layout) || !r.pod(offset) ||
+        kind > static_cast<uint8_t>(PlanValue::Kind::dynamic) || layout > ir::kMaxLayout)
+      return malformed(path);
+    int v = g.find_value(name);
+    if (v == ir::kNoValue) return invalid_argument(path + ": plan names a value '" + name + "' its graph lacks");
+    PlanValue& pv = plan.values[static_cast<size_t>(v)];
+    pv.kind = static_cast<PlanValue::Kind>(kind);
+    pv.offset = offset;
+    pv.layout = static_cast<ir::Layout>(layout);
+    // Static values need the fixed type and shape the steps were prepared for.
+    const ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
+    bool fixed = t.kind == ir::ValueKind::tensor && t.has_shape && t.dtype != DType::undefined;
+    for (const ir::Dim& d : t.dims) fixed = fixed && d.known();
+    if (!pv.is_dynamic() && !fixed)
+      return invalid_argument(path + ": value '" + name + "' is static in the plan but its graph type is " + t.to_string());
+    if (pv.layout != ir::Layout::nchw && (pv.is_dynamic() || pv.shape.size() != 4))
+      return invalid_argument(path + ": value '" + name + "' has layout " + ir::layout_name(pv.layout) + " but rank " +
+                              std::to_string(pv.shape.size()) + (pv.is_dynamic() ? " (dynamic)" : ""));
+    g.values[static_cast<size_t>(v)].layout = pv.layout;  // step_desc_of reads the graph's tags
+    pv.bytes = pv.is_dynamic() ? 0 : ir::physical_bytes(pv.shape, pv.layout, pv.dtype);
+    if (pv.bytes < 0) return invalid_argument(path + ": value '" + name + "' is too large (" + t.to_string() + ")");
+    // Kernels read elements through typed pointers: a value starts on a multiple of its element
+    // size (the planner aligns buffers to 64 bytes; a Concat's slices lie at element multiples).
+    if (pv.kind == PlanValue::Kind::arena && pv.offset % static_cast<int64_t>(std::max<size_t>(1, dtype_size(pv.dtype))) != 0)
+      return invalid_argument(path + ": value '" + name + "' is not aligned to its element size in the arena");
+    if (pv.kind == PlanValue::Kind::arena &&
+        (offset < 0 || pv.bytes > plan.arena_bytes || offset > plan.arena_bytes - pv.bytes))  // no overflow
+      return invalid_argument(path + ": value '" + name + "' lies outside the arena");
+  }
+  return Status::ok();
+}
+
+// The steps: one per node, its tactic known to this build, its inputs its node's, marked dynamic
+// exactly when one of its values is.
+Status read_steps(Reader& r, Plan& plan, const std::string& path) {
+  const ir::Graph& g = plan.model.graph;
+  uint32_t n_steps;
+  if (!r.pod(n_steps) || n_steps != g.nodes.size()) return malformed(path);
+  std::vector<bool> stepped(g.nodes.size(), false);
+  for (uint32_t s = 0; s < n_steps; ++s) {
+    PlanStep st;
+    std::string tactic;
+    uint32_t n_in;
+    uint8_t in_place;
+    if (!r.pod(st.node) || !r.str(tactic) || !r.pod(n_in) || st.node < 0 || static_cast<size_t>(st.node) >= g.nodes.size())
+      return malformed(path);
+    const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+    if (stepped[static_cast<size_t>(st.node)]) return invalid_argument(path + ": " + n.label() + " has two steps");
+    stepped[static_cast<size_t>(st.node)] = true;
+    if (n_in > r.remaining()) return malformed(path);
+    for (uint32_t k = 0; k < n_in; ++k) {
+      std::string name;
+      if (!r.str(name)) return malformed(path);
+      st.inputs.push_back(name.empty() ? ir::kNoValue : g.find_value(name));
+    }
+    uint8_t dynamic;
+    if (!r.pod(in_place) || !r.pod(dynamic)) return malformed(path);
+    st.in_place = in_place != 0;
+    st.in_place_input = in_place > 0 ? in_place - 1 : 0;
+    st.dynamic = dynamic != 0;
+    st.outputs = n.outputs;
+    st.tactic = kernels::find_tactic(n.op, tactic, plan.backend);
+    if (!st.tactic) return invalid_argument(path + ": " + n.label() + " uses tactic '" + tactic + "', which this build lacks");
+    if (st.in_place_input != 0 && st.in_place_input != st.tactic->over_input)
+      return invalid_argument(path + ": " + n.label() + " is planned over input " + std::to_string(st.in_place_input) +
+                              ", which tactic '" + tactic + "' does not write over");
+    // A step is dynamic exactly when one of its values is (the engine relies on it).
+    bool has_dynamic = false;
+    for (const std::vector<int>* vs : {&st.inputs, &st.outputs})
+      for (int v : *vs) has_dynamic = has_dynamic || (v != ir::kNoValue && plan.values[static_cast<size_t>(v)].is_dynamic());
+    if (has_dynamic != st.dynamic || (st.dynamic && (!st.tactic->dynamic_shapes || st.in_place)))
+      return invalid_argument(path + ": " + n.label() + " is inconsistently marked dynamic in the plan");
+    if (st.inputs != step_inputs(g, n))
+      return invalid_argument(path + ": the step of " + n.label() + " reads other values than its node");
+    plan.steps.push_back(std::move(st));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& path) {
   const size_t header = sizeof kMagic + sizeof(uint32_t) + 2 * sizeof(uint64_t);
   if (file.size() < header || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0)
@@ -230,8 +325,7 @@ Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& pa
     return invalid_argument(path + ": built for " + plan.device + ", and this machine has no such device (" +
                             here.status().message() + "); rebuild the plan here");
   if (plan.device != *here)
-    return invalid_argument(path + ": built for " + plan.device + ", this machine is " + *here +
-                            "; rebuild the plan here");
+    return invalid_argument(path + ": built for " + plan.device + ", this machine is " + *here + "; rebuild the plan here");
   int32_t threads;
   uint32_t n_dims;
   if (!r.pod(threads) || !r.pod(plan.arena_bytes) || !r.pod(n_dims)) return bad();
@@ -240,8 +334,8 @@ Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& pa
                             std::to_string(hardware_threads()));
   if (plan.arena_bytes < 0 || static_cast<uint64_t>(plan.arena_bytes) > max_tensor_bytes())
     return invalid_argument(path + ": the plan's arena of " + std::to_string(plan.arena_bytes) +
-                            " bytes is negative or larger than this machine's memory (" +
-                            bytes_to_string(max_tensor_bytes()) + ")");
+                            " bytes is negative or larger than this machine's memory (" + bytes_to_string(max_tensor_bytes()) +
+                            ")");
   for (uint32_t i = 0; i < n_dims; ++i) {
     std::string name;
     int64_t size;
@@ -263,81 +357,8 @@ Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& pa
     for (const ir::Dim& d : t.dims) plan.values[i].shape.push_back(d.value);
     plan.values[i].bytes = std::max<int64_t>(0, ir::physical_bytes(plan.values[i].shape, ir::Layout::nchw, t.dtype));
   }
-  uint32_t n_values;
-  if (!r.pod(n_values)) return bad();
-  for (uint32_t i = 0; i < n_values; ++i) {
-    std::string name;
-    uint8_t kind, layout;
-    int64_t offset;
-    if (!r.str(name) || !r.pod(kind) || !r.pod(layout) || !r.pod(offset) ||
-        kind > static_cast<uint8_t>(PlanValue::Kind::dynamic) || layout > ir::kMaxLayout)
-      return bad();
-    int v = g.find_value(name);
-    if (v == ir::kNoValue) return invalid_argument(path + ": plan names a value '" + name + "' its graph lacks");
-    PlanValue& pv = plan.values[static_cast<size_t>(v)];
-    pv.kind = static_cast<PlanValue::Kind>(kind);
-    pv.offset = offset;
-    pv.layout = static_cast<ir::Layout>(layout);
-    // Static values need the fixed type and shape the steps were prepared for.
-    const ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
-    bool fixed = t.kind == ir::ValueKind::tensor && t.has_shape && t.dtype != DType::undefined;
-    for (const ir::Dim& d : t.dims) fixed = fixed && d.known();
-    if (!pv.is_dynamic() && !fixed)
-      return invalid_argument(path + ": value '" + name + "' is static in the plan but its graph type is " + t.to_string());
-    if (pv.layout != ir::Layout::nchw && (pv.is_dynamic() || pv.shape.size() != 4))
-      return invalid_argument(path + ": value '" + name + "' has layout " + ir::layout_name(pv.layout) + " but rank " +
-                              std::to_string(pv.shape.size()) + (pv.is_dynamic() ? " (dynamic)" : ""));
-    g.values[static_cast<size_t>(v)].layout = pv.layout;  // step_desc_of reads the graph's tags
-    pv.bytes = pv.is_dynamic() ? 0 : ir::physical_bytes(pv.shape, pv.layout, pv.dtype);
-    if (pv.bytes < 0) return invalid_argument(path + ": value '" + name + "' is too large (" + t.to_string() + ")");
-    // Kernels read elements through typed pointers: a value starts on a multiple of its element
-    // size (the planner aligns buffers to 64 bytes; a Concat's slices lie at element multiples).
-    if (pv.kind == PlanValue::Kind::arena && pv.offset % static_cast<int64_t>(std::max<size_t>(1, dtype_size(pv.dtype))) != 0)
-      return invalid_argument(path + ": value '" + name + "' is not aligned to its element size in the arena");
-    if (pv.kind == PlanValue::Kind::arena &&
-        (offset < 0 || pv.bytes > plan.arena_bytes || offset > plan.arena_bytes - pv.bytes))  // no overflow
-      return invalid_argument(path + ": value '" + name + "' lies outside the arena");
-  }
-  uint32_t n_steps;
-  if (!r.pod(n_steps) || n_steps != g.nodes.size()) return bad();
-  std::vector<bool> stepped(g.nodes.size(), false);
-  for (uint32_t s = 0; s < n_steps; ++s) {
-    PlanStep st;
-    std::string tactic;
-    uint32_t n_in;
-    uint8_t in_place;
-    if (!r.pod(st.node) || !r.str(tactic) || !r.pod(n_in) || st.node < 0 || static_cast<size_t>(st.node) >= g.nodes.size())
-      return bad();
-    const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
-    if (stepped[static_cast<size_t>(st.node)]) return invalid_argument(path + ": " + n.label() + " has two steps");
-    stepped[static_cast<size_t>(st.node)] = true;
-    if (n_in > r.remaining()) return bad();
-    for (uint32_t k = 0; k < n_in; ++k) {
-      std::string name;
-      if (!r.str(name)) return bad();
-      st.inputs.push_back(name.empty() ? ir::kNoValue : g.find_value(name));
-    }
-    uint8_t dynamic;
-    if (!r.pod(in_place) || !r.pod(dynamic)) return bad();
-    st.in_place = in_place != 0;
-    st.in_place_input = in_place > 0 ? in_place - 1 : 0;
-    st.dynamic = dynamic != 0;
-    st.outputs = n.outputs;
-    st.tactic = kernels::find_tactic(n.op, tactic, plan.backend);
-    if (!st.tactic) return invalid_argument(path + ": " + n.label() + " uses tactic '" + tactic + "', which this build lacks");
-    if (st.in_place_input != 0 && st.in_place_input != st.tactic->over_input)
-      return invalid_argument(path + ": " + n.label() + " is planned over input " + std::to_string(st.in_place_input) +
-                              ", which tactic '" + tactic + "' does not write over");
-    // A step is dynamic exactly when one of its values is (the engine relies on it).
-    bool has_dynamic = false;
-    for (const std::vector<int>* vs : {&st.inputs, &st.outputs})
-      for (int v : *vs) has_dynamic = has_dynamic || (v != ir::kNoValue && plan.values[static_cast<size_t>(v)].is_dynamic());
-    if (has_dynamic != st.dynamic || (st.dynamic && (!st.tactic->dynamic_shapes || st.in_place)))
-      return invalid_argument(path + ": " + n.label() + " is inconsistently marked dynamic in the plan");
-    if (st.inputs != step_inputs(g, n))
-      return invalid_argument(path + ": the step of " + n.label() + " reads other values than its node");
-    plan.steps.push_back(std::move(st));
-  }
+  TAC_RETURN_IF_ERROR(read_values(r, plan, path));
+  TAC_RETURN_IF_ERROR(read_steps(r, plan, path));
   uint32_t n_log;
   if (!r.pod(n_log)) return bad();
   for (uint32_t i = 0; i < n_log; ++i) {
