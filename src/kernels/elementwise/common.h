@@ -3,10 +3,12 @@
 // namespace of simd.h).
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
-#include <omp.h>
 #include <optional>
 #include <string>
 #include <vector>
@@ -114,6 +116,19 @@ void parallel_for(int64_t n, int64_t work_per_item, int threads, F f, int64_t al
     int64_t b = std::min(n, (per * t + align - 1) / align * align);
     int64_t e = t == T - 1 ? n : std::min(n, (per * (t + 1) + align - 1) / align * align);
     if (b < e) f(b, e);
+  }
+}
+
+// Inference BatchNormalization folded to y = x * s[c] + t[c], in double and rounded once:
+// s = scale / sqrt(var + eps), t = bias - mean * s, over scale's channels. The parameters may be
+// of any float type. One fold for every BatchNormalization tactic (CPU plain and channels-last,
+// CUDA), so they round alike.
+inline void bn_fold(const Tensor& scale, const Tensor& bias, const Tensor& mean, const Tensor& var, double eps, float* s,
+                    float* t) {
+  for (int64_t c = 0; c < scale.numel(); ++c) {
+    const double sc = scale.get_f64(c) / std::sqrt(var.get_f64(c) + eps);
+    s[c] = static_cast<float>(sc);
+    t[c] = static_cast<float>(bias.get_f64(c) - mean.get_f64(c) * sc);
   }
 }
 

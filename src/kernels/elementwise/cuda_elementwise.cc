@@ -270,9 +270,9 @@ Result<std::unique_ptr<Kernel>> layer_norm_prepare(const StepDesc& s) {
 }
 
 // ---- batch normalization (inference) ----
-// y = x * s[c] + t[c], s and t folded in double from the constant parameters at prepare (as the
-// CPU's channel_affine): the pre-activation BatchNormalizations that fold_batchnorm cannot merge
-// into a Conv (DenseNet's BN -> ReLU -> Conv after each Concat). x and y fp32, fp16 or bf16; the
+// y = x * s[c] + t[c], s and t folded at prepare (ew::bn_fold, as the CPU's tactics): the
+// pre-activation BatchNormalizations that fold_batchnorm cannot merge into a Conv (DenseNet's
+// BN -> ReLU -> Conv after each Concat). x and y fp32, fp16 or bf16; the
 // parameters of any float type. "cuda" on nchw (any rank >= 2), "cuda_nhwc" on 4-D nhwc.
 Status batch_norm_applies(const StepDesc& s, ir::Layout layout) {
   if (s.in_layout(0) != layout || s.out_layout(0) != layout)
@@ -300,14 +300,9 @@ Result<std::unique_ptr<Kernel>> batch_norm_prepare(const StepDesc& s) {
   const Shape& x = s.in_shapes[0];
   const int64_t C = x[1], n = shape_numel(x);
   const int64_t inner = L == ir::Layout::nhwc ? 1 : n / std::max<int64_t>(1, x[0] * C);
-  const double eps = float_attr(s, "epsilon", 1e-5f);
   TAC_ASSIGN_OR_RETURN(Tensor st, Tensor::create(DType::float32, {2, C}));
-  float* p = st.data<float>();
-  for (int64_t c = 0; c < C; ++c) {
-    const double sc = s.constants[1]->get_f64(c) / std::sqrt(s.constants[4]->get_f64(c) + eps);
-    p[c] = static_cast<float>(sc);
-    p[C + c] = static_cast<float>(s.constants[2]->get_f64(c) - s.constants[3]->get_f64(c) * sc);
-  }
+  ew::bn_fold(*s.constants[1], *s.constants[2], *s.constants[3], *s.constants[4], float_attr(s, "epsilon", 1e-5f),
+              st.data<float>(), st.data<float>() + C);
   TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer buf, cuda::upload(st));
   TAC_ASSIGN_OR_RETURN(void* stm, stream());
   auto params = std::make_shared<cuda::DeviceBuffer>(std::move(buf));

@@ -134,15 +134,6 @@ double norm_cost(const StepDesc& s) {
   return stream_cost_ns(8 * n, n * w * 0.06 * isa_factor(I), s.threads, static_cast<int64_t>(n * w));
 }
 
-// BatchNormalization's per-channel y = x * s[c] + t[c].
-void bn_fold(const float* scale, const float* bias, const float* mean, const float* var, float eps, int64_t C, float* st) {
-  for (int64_t c = 0; c < C; ++c) {
-    const double sc = static_cast<double>(scale[c]) / std::sqrt(static_cast<double>(var[c]) + static_cast<double>(eps));
-    st[2 * c] = static_cast<float>(sc);
-    st[2 * c + 1] = static_cast<float>(static_cast<double>(bias[c]) - static_cast<double>(mean[c]) * sc);
-  }
-}
-
 template <Isa I>
 Result<std::unique_ptr<Kernel>> norm_prepare(const StepDesc& s) {
   const IsaKernels& k = isa_kernels(I);
@@ -193,19 +184,20 @@ Result<std::unique_ptr<Kernel>> norm_prepare(const StepDesc& s) {
       const int64_t C = shape[1];
       rows_of(shape, 2, rows, d);  // rows = N*C planes of d
       const float eps = attr_f(s, "epsilon", 1e-5f);
-      // Constant parameters are folded once here; otherwise per run into the workspace.
+      // Constant parameters are folded once here; otherwise per run into the workspace. s[c]
+      // then t[c] (bn_fold).
       std::vector<float> folded;
       if (s.constants.size() >= 5 && s.constants[1] && s.constants[2] && s.constants[3] && s.constants[4]) {
         folded.resize(static_cast<size_t>(2 * C));
-        bn_fold(s.constants[1]->data<float>(), s.constants[2]->data<float>(), s.constants[3]->data<float>(),
-                s.constants[4]->data<float>(), eps, C, folded.data());
+        bn_fold(*s.constants[1], *s.constants[2], *s.constants[3], *s.constants[4], eps, folded.data(), folded.data() + C);
       }
       const size_t ws = folded.empty() ? static_cast<size_t>(2 * C) * sizeof(float) : 0;
       return make_kernel([=, &k](std::span<const TensorView> in, std::span<const TensorView> out, void* wsp) -> Status {
         const float* st = folded.data();
         if (folded.empty()) {
           float* f = static_cast<float*>(wsp);
-          bn_fold(in[1].as<float>(), in[2].as<float>(), in[3].as<float>(), in[4].as<float>(), eps, C, f);
+          auto param = [&](size_t i) { return Tensor::wrap(in[i].data, in[i].dtype, in[i].shape); };
+          bn_fold(param(1), param(2), param(3), param(4), eps, f, f + C);
           st = f;
         }
         const float* x = in[0].as<float>();
@@ -213,7 +205,7 @@ Result<std::unique_ptr<Kernel>> norm_prepare(const StepDesc& s) {
         parallel_for(rows, d, threads, [&](int64_t b, int64_t e) {
           for (int64_t p = b; p < e; ++p) {
             const int64_t c = p % C;
-            k.scale_shift(x + p * d, y + p * d, d, st[2 * c], st[2 * c + 1]);
+            k.scale_shift(x + p * d, y + p * d, d, st[c], st[C + c]);
           }
         });
         return Status::ok();

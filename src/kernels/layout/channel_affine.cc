@@ -3,7 +3,6 @@
 // plain tactics read nchw only, so before this a BatchNormalization between layout regions
 // (DenseNet's BN -> ReLU -> Conv after each Concat) cost a Reformat on each side. Blocked padding
 // channels get s = t = 0: the padding stays zero. CPU, float32.
-#include <cmath>
 
 #include "kernels/elementwise/common.h"
 #include "kernels/layout/raw_buffer.h"
@@ -45,14 +44,8 @@ Result<std::unique_ptr<Kernel>> affine_prepare(const StepDesc& s) {
   const int64_t B = ir::is_blocked(l) ? ir::layout_block(l) : C, Cb = (C + B - 1) / B;
   // s, t per (padded) channel; a row is one pixel's C channels (nhwc) or one block of B (blocked).
   std::vector<float> st(static_cast<size_t>(2 * Cb * B), 0.0f);
-  const float eps = ew::attr_f(s, "epsilon", 1e-5f);
-  const float *gamma = s.constants[1]->data<float>(), *beta = s.constants[2]->data<float>(),
-              *mean = s.constants[3]->data<float>(), *var = s.constants[4]->data<float>();
-  for (int64_t c = 0; c < C; ++c) {
-    const double sc = static_cast<double>(gamma[c]) / std::sqrt(static_cast<double>(var[c]) + static_cast<double>(eps));
-    st[static_cast<size_t>(c)] = static_cast<float>(sc);
-    st[static_cast<size_t>(Cb * B + c)] = static_cast<float>(static_cast<double>(beta[c]) - static_cast<double>(mean[c]) * sc);
-  }
+  ew::bn_fold(*s.constants[1], *s.constants[2], *s.constants[3], *s.constants[4], ew::attr_f(s, "epsilon", 1e-5f), st.data(),
+              st.data() + Cb * B);
   const int64_t rows = ir::is_blocked(l) ? N * Cb * HW : N * HW;
   const int threads = s.threads;
   return ew::make_kernel([=](std::span<const TensorView> in, std::span<const TensorView> out, void*) -> Status {
