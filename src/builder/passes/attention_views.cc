@@ -26,18 +26,6 @@ namespace tac::builder {
 
 namespace {
 
-std::optional<std::vector<int64_t>> known_shape(const ir::Graph& g, int v) {
-  if (v == ir::kNoValue) return std::nullopt;
-  const ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
-  if (!t.has_shape) return std::nullopt;
-  std::vector<int64_t> s;
-  for (const ir::Dim& d : t.dims) {
-    if (!d.known()) return std::nullopt;
-    s.push_back(d.value);
-  }
-  return s;
-}
-
 bool is_reshape_like(const ir::Node& n) {
   using ir::OpKind;
   if (!n.domain.empty() || n.outputs.size() != 1) return false;

@@ -19,26 +19,13 @@ namespace tac::builder {
 
 namespace {
 
-// The known 4-D float shape of v, or nullopt.
+// The known 4-D shape of float value v, or nullopt.
 std::optional<Shape> shape4(const ir::Graph& g, int v) {
   const ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
-  if (t.kind != ir::ValueKind::tensor || !t.has_shape || t.dims.size() != 4 || !dtype_is_float(t.dtype)) return std::nullopt;
-  Shape s;
-  for (const ir::Dim& d : t.dims) {
-    if (!d.known() || d.value <= 0) return std::nullopt;
-    s.push_back(d.value);
-  }
-  return s;
-}
-
-std::optional<Shape> known_shape(const ir::Graph& g, int v) {
-  const ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
-  if (!t.has_shape) return std::nullopt;
-  Shape s;
-  for (const ir::Dim& d : t.dims) {
-    if (!d.known()) return std::nullopt;
-    s.push_back(d.value);
-  }
+  auto s = known_shape(g, v);
+  if (t.kind != ir::ValueKind::tensor || !dtype_is_float(t.dtype) || !s || s->size() != 4) return std::nullopt;
+  for (int64_t d : *s)
+    if (d <= 0) return std::nullopt;
   return s;
 }
 

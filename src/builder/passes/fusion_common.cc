@@ -117,6 +117,18 @@ bool is_plain_gemm(const ir::Graph& g, const ir::Node& n) {
          a.has_shape && a.dims.size() == 2;
 }
 
+std::optional<std::vector<int64_t>> known_shape(const ir::Graph& g, int v) {
+  if (v == ir::kNoValue) return std::nullopt;
+  const ir::ValueType& t = g.values[static_cast<size_t>(v)].type;
+  if (!t.has_shape) return std::nullopt;
+  std::vector<int64_t> s;
+  for (const ir::Dim& d : t.dims) {
+    if (!d.known()) return std::nullopt;
+    s.push_back(d.value);
+  }
+  return s;
+}
+
 bool same_known_shape(const ir::ValueType& a, const ir::ValueType& b) {
   if (!a.has_shape || !b.has_shape || a.dims.size() != b.dims.size()) return false;
   for (size_t i = 0; i < a.dims.size(); ++i)

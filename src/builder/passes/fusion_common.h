@@ -39,6 +39,8 @@ int other_input(const ir::Node& n, int v);
 bool is_scalar_constant(const ir::Graph& g, int v, double want, double rel_tol = 1e-5);
 // Both types fully known and equal in rank and dims.
 bool same_known_shape(const ir::ValueType& a, const ir::ValueType& b);
+// The dims of value `v` when all are known, else nullopt (also for kNoValue).
+std::optional<std::vector<int64_t>> known_shape(const ir::Graph& g, int v);
 // An integer / float attribute of `n`, or `def` when absent or of another type.
 int64_t int_attr(const ir::Node& n, const char* key, int64_t def);
 float float_attr(const ir::Node& n, const char* key, float def);
