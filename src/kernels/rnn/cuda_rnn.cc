@@ -87,8 +87,9 @@ class CudnnRnn final : public Kernel {
     TAC_CUDNN_CALL(cudnnCreateTensorDescriptor(&h_desc_));
     const int dims[3] = {D, N, H}, strides[3] = {N * H, H, 1};
     TAC_CUDNN_CALL(cudnnSetTensorNdDescriptor(h_desc_, dt, 3, dims, strides));
-    TAC_CUDNN_CALL(cudnnGetRNNTempSpaceSizes(c_->dnn, rnn_, CUDNN_FWD_MODE_INFERENCE, x_desc_, &work_bytes_, &reserve_bytes_));
-    if (reserve_bytes_ != 0) return internal_error("cuDNN asks for reserve space in inference mode");
+    size_t reserve_bytes = 0;
+    TAC_CUDNN_CALL(cudnnGetRNNTempSpaceSizes(c_->dnn, rnn_, CUDNN_FWD_MODE_INFERENCE, x_desc_, &work_bytes_, &reserve_bytes));
+    if (reserve_bytes != 0) return internal_error("cuDNN asks for reserve space in inference mode");
     work_bytes_ = (work_bytes_ + 255) / 256 * 256;
     if (!g.want_y || !g.y_plain()) y_tmp_bytes_ = static_cast<size_t>(g.T * g.N * g.D * g.H) * dtype_size(g.dtype);
     if (workspace_bytes() > s.workspace_limit) return workspace_over_limit(workspace_bytes(), s.workspace_limit);
@@ -182,7 +183,7 @@ class CudnnRnn final : public Kernel {
   cudnnRNNDataDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
   cudnnTensorDescriptor_t h_desc_ = nullptr;
   cuda::DeviceBuffer weights_, lens_;
-  size_t weight_bytes_ = 0, work_bytes_ = 0, reserve_bytes_ = 0, y_tmp_bytes_ = 0;
+  size_t weight_bytes_ = 0, work_bytes_ = 0, y_tmp_bytes_ = 0;
 };
 
 Status cudnn_rnn_applies(const StepDesc& s) { return cudnn_geom(s).status(); }
