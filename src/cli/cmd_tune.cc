@@ -4,14 +4,15 @@
 
 #include <cstdio>
 #include <exception>
-#include <string>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "cli/args.h"
 #include "cli/engine_args.h"
 #include "tuner/distributed.h"
 #include "tuner/interrupt.h"
+#include "tuner/strategy.h"
 #include "tuner/tune.h"
 
 namespace tac::cli {
@@ -19,9 +20,13 @@ namespace tac::cli {
 int cmd_tune(int argc, char** argv) {
   Args args;
   std::string err;
-  const char* help =
+  std::string strategies;  // as declared (tuner/strategy.cc)
+  for (const std::string& n : tuner::strategy_names()) strategies += (strategies.empty() ? "" : "|") + n;
+  const std::string help =
       "usage: tactician tune MODEL.onnx [--budget 10m] [--max-candidates N] [--max-build-time 5m]\n"
-      "         [--strategy tpe|evolution|coordinate|random|fast|full|mixed] [--seed S]\n"
+      "         [--strategy " +
+      strategies +
+      "] [--seed S]\n"
       "         [--tolerance \"cos>=0.9999,linf<=1e-3\" | --tolerance-file F] [--inputs DIR] [--backend cuda|cpu] [--threads N]\n"
       "         [--db tuning.db] [--out DIR] [--knobs \"glob,...\"] [--route \"k=v ...\" | --route-file F]\n"
       "         [--dim S=N] [--shapes S=MIN..MAX:OPT,...] [--timeout 300s] [--json]\n"
@@ -44,7 +49,7 @@ int cmd_tune(int argc, char** argv) {
       "  --timeout        a candidate's time limit (default 300s); search candidates get at most 10x the\n"
       "                   default route's evaluation time (30 s at least): a far slower engine is killed\n"
       "                   and recorded as a timeout\n"
-      "  --no-refine      keep same-signature nodes grouped (by default random/coordinate/evolution/tpe\n"
+      "  --no-refine      keep same-signature nodes grouped (by default the learning strategies\n"
       "                   spend the second half of the budget refining the costliest groups per node)\n"
       "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n"
       "Distributed: `mpirun -np N tactician tune ...` runs one search over N-1 evaluator ranks (rank 0\n"
@@ -60,7 +65,7 @@ int cmd_tune(int argc, char** argv) {
                   {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician tune: %s\n", err.c_str());
-    std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
+    std::fprintf(args.has("--help") ? stdout : stderr, "%s", help.c_str());
     return args.has("--help") ? 0 : 2;
   }
   auto fail = [](const Status& st, int code) {

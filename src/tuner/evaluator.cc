@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "builder/builder.h"
@@ -76,10 +77,8 @@ int child_fail(const char* status, const std::string& reason) {
   return 0;
 }
 
-}  // namespace
-
-int run_evaluate_command(int argc, char** argv) {
-  EvalRequest req;
+// Reads the child's flags (`tactician evaluate`, as child_args writes them); false on an unknown one.
+bool parse_request(int argc, char** argv, EvalRequest& req) {
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--model") req.model_path = v;
@@ -102,9 +101,80 @@ int run_evaluate_command(int argc, char** argv) {
     else if (k == "--compare-rounds") req.compare_rounds = std::max(1, std::atoi(v.c_str()));
     else {
       std::fprintf(stderr, "tactician evaluate: unknown flag %s\n", k.c_str());
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+// Why a child's evaluation stopped: its status ("build_failed", "run_failed", ...) and reason.
+struct Failure {
+  const char* status;
+  std::string reason;
+};
+
+// The paired measurement of `engine` against req.compare_route's engine, built here: rounds of
+// alternating blocks; reports both medians and the rounds' ratios.
+std::optional<Failure> measure_paired(const ir::Model& model, runtime::Engine& engine, const builder::BuildOptions& opts,
+                                      const std::vector<Tensor>& inputs, const EvalRequest& req) {
+  auto croute = builder::Route::parse(req.compare_route);
+  if (!croute) return Failure{"build_failed", "compare route: " + croute.status().to_string()};
+  auto cplan = builder::build_plan(model, *croute, opts);
+  if (!cplan) return Failure{"build_failed", "compare route: " + cplan.status().to_string()};
+  auto cengine = runtime::Engine::create(std::move(cplan).value());
+  if (!cengine) return Failure{"build_failed", "compare route: " + cengine.status().to_string()};
+  const int rounds = std::max(1, req.compare_rounds);
+  const int block_runs = std::max(3, req.min_runs / rounds);
+  size_t failed = 0;
+  auto blocks = runtime::measure_interleaved({&engine, cengine->get()}, timing_sets(inputs), rounds, block_runs,
+                                             req.min_seconds / rounds, false, &failed);
+  if (!blocks) return Failure{"run_failed", (failed ? "compare route: " : "") + blocks.status().to_string()};
+  std::vector<double> a_ms, b_ms, ratios, cvs;
+  for (int r = 0; r < rounds; ++r) {
+    const runtime::Latency &a = (*blocks)[0][static_cast<size_t>(r)], &b = (*blocks)[1][static_cast<size_t>(r)];
+    a_ms.push_back(a.median_ms);
+    b_ms.push_back(b.median_ms);
+    ratios.push_back(a.median_ms / b.median_ms);
+    cvs.push_back(a.cv);
+  }
+  using runtime::median;
+  report("median_ms", std::to_string(median(a_ms)));
+  report("cv", std::to_string(median(cvs)));
+  report("runs", std::to_string(rounds * block_runs));
+  report("compare_median_ms", std::to_string(median(b_ms)));
+  report("paired_ratio", std::to_string(median(ratios)));
+  report("paired_low", std::to_string(*std::min_element(ratios.begin(), ratios.end())));
+  report("paired_high", std::to_string(*std::max_element(ratios.begin(), ratios.end())));
+  report("paired_noise", std::to_string(paired_noise(ratios)));
+  return std::nullopt;
+}
+
+// One line per node: "node_ms <ms> <name>" (names hold no spaces), medians over profiled runs.
+std::optional<Failure> report_profile(runtime::Engine& engine, const std::vector<Tensor>& inputs, const EvalRequest& req) {
+  const builder::Plan& plan = engine.plan();
+  std::vector<std::vector<double>> per_step(plan.steps.size());
+  for (int k = 0; k < std::max(5, req.min_runs); ++k) {
+    std::vector<double> ns;
+    auto o = engine.run_profiled(inputs, ns);
+    if (!o) return Failure{"run_failed", o.status().to_string()};
+    for (size_t i = 0; i < ns.size() && i < per_step.size(); ++i) per_step[i].push_back(ns[i]);
+  }
+  std::map<std::string, double> node_ms;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    std::vector<double>& v = per_step[i];
+    if (v.empty()) continue;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    node_ms[plan.model.graph.nodes[static_cast<size_t>(plan.steps[i].node)].name] += v[v.size() / 2] / 1e6;
+  }
+  for (const auto& [name, ms] : node_ms) std::printf("node_ms %.6f %s\n", ms, name.c_str());
+  return std::nullopt;
+}
+
+}  // namespace
+
+int run_evaluate_command(int argc, char** argv) {
+  EvalRequest req;
+  if (!parse_request(argc, argv, req)) return 2;
   auto model = io::load_model(req.model_path);
   if (!model) return child_fail("build_failed", model.status().to_string());
   auto route = builder::Route::parse(req.route);
@@ -174,35 +244,7 @@ int run_evaluate_command(int argc, char** argv) {
     if (!violation.empty()) return child_fail("rejected", violation);
   }
   if (req.measure && !req.compare_route.empty()) {
-    auto croute = builder::Route::parse(req.compare_route);
-    if (!croute) return child_fail("build_failed", "compare route: " + croute.status().to_string());
-    auto cplan = builder::build_plan(*model, *croute, opts);
-    if (!cplan) return child_fail("build_failed", "compare route: " + cplan.status().to_string());
-    auto cengine = runtime::Engine::create(std::move(cplan).value());
-    if (!cengine) return child_fail("build_failed", "compare route: " + cengine.status().to_string());
-    const int rounds = std::max(1, req.compare_rounds);
-    const int block_runs = std::max(3, req.min_runs / rounds);
-    size_t failed = 0;
-    auto blocks = runtime::measure_interleaved({engine->get(), cengine->get()}, timing_sets(inputs), rounds, block_runs,
-                                               req.min_seconds / rounds, false, &failed);
-    if (!blocks) return child_fail("run_failed", (failed ? "compare route: " : "") + blocks.status().to_string());
-    std::vector<double> a_ms, b_ms, ratios, cvs;
-    for (int r = 0; r < rounds; ++r) {
-      const runtime::Latency &a = (*blocks)[0][static_cast<size_t>(r)], &b = (*blocks)[1][static_cast<size_t>(r)];
-      a_ms.push_back(a.median_ms);
-      b_ms.push_back(b.median_ms);
-      ratios.push_back(a.median_ms / b.median_ms);
-      cvs.push_back(a.cv);
-    }
-    using runtime::median;
-    report("median_ms", std::to_string(median(a_ms)));
-    report("cv", std::to_string(median(cvs)));
-    report("runs", std::to_string(rounds * block_runs));
-    report("compare_median_ms", std::to_string(median(b_ms)));
-    report("paired_ratio", std::to_string(median(ratios)));
-    report("paired_low", std::to_string(*std::min_element(ratios.begin(), ratios.end())));
-    report("paired_high", std::to_string(*std::max_element(ratios.begin(), ratios.end())));
-    report("paired_noise", std::to_string(paired_noise(ratios)));
+    if (auto f = measure_paired(*model, *engine->get(), opts, inputs, req)) return child_fail(f->status, f->reason);
   } else if (req.measure) {
     auto lat = runtime::measure(**engine, timing_sets(inputs), req.min_runs, req.min_seconds, /*warmup=*/2);
     if (!lat) return child_fail("run_failed", lat.status().to_string());
@@ -212,38 +254,17 @@ int run_evaluate_command(int argc, char** argv) {
     report("cv", std::to_string(lat->cv));
     report("runs", std::to_string(lat->runs));
   }
-  if (req.profile) {  // one line per node: "node_ms <ms> <name>" (names hold no spaces)
-    const builder::Plan& plan = (*engine)->plan();
-    std::vector<std::vector<double>> per_step(plan.steps.size());
-    for (int k = 0; k < std::max(5, req.min_runs); ++k) {
-      std::vector<double> ns;
-      auto o = (*engine)->run_profiled(inputs, ns);
-      if (!o) return child_fail("run_failed", o.status().to_string());
-      for (size_t i = 0; i < ns.size() && i < per_step.size(); ++i) per_step[i].push_back(ns[i]);
-    }
-    std::map<std::string, double> node_ms;
-    for (size_t i = 0; i < plan.steps.size(); ++i) {
-      std::vector<double>& v = per_step[i];
-      if (v.empty()) continue;
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-      node_ms[plan.model.graph.nodes[static_cast<size_t>(plan.steps[i].node)].name] += v[v.size() / 2] / 1e6;
-    }
-    for (const auto& [name, ms] : node_ms) std::printf("node_ms %.6f %s\n", ms, name.c_str());
-  }
+  if (req.profile)
+    if (auto f = report_profile(*engine->get(), inputs, req)) return child_fail(f->status, f->reason);
   report("status", "ok");
   std::fflush(stdout);
   return 0;
 }
 
-EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, OnInterrupt on_interrupt) {
-  EvalResult r;
-  const bool stop_on_interrupt = on_interrupt == OnInterrupt::stop;
-  if (stop_on_interrupt && interrupt_signal() != 0) {
-    r.status = "interrupted";
-    r.reason = interrupt_reason() + " before it started";
-    return r;
-  }
-  auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// The `tactician evaluate` command line of a request.
+std::vector<std::string> child_args(const EvalRequest& req) {
   std::vector<std::string> args = {"tactician", "evaluate", "--model", req.model_path, "--data", req.data_dir,
                                    "--route", req.route, "--tolerance", req.tolerance,
                                    "--min-seconds", std::to_string(req.min_seconds), "--min-runs",
@@ -269,6 +290,64 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, O
       args.push_back(flag);
       args.push_back(v);
     }
+  return args;
+}
+
+// Reads the child's report (one "key value" line per field) into `r`; true when it had a status.
+bool parse_report(const std::string& out, EvalResult& r) {
+  std::istringstream is(out);
+  std::string line;
+  bool have_status = false;
+  while (std::getline(is, line)) {
+    auto sp = line.find(' ');
+    std::string k = line.substr(0, sp), v = sp == std::string::npos ? std::string() : line.substr(sp + 1);
+    if (k == "status") {
+      r.status = v;
+      have_status = true;
+    } else if (k == "reason") r.reason = v;
+    else if (k == "build_ms") r.build_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "metrics") r.metrics_json = v;
+    else if (k == "median_ms") r.median_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "p10_ms") r.p10_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "p90_ms") r.p90_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "cv") r.cv = std::strtod(v.c_str(), nullptr);
+    else if (k == "runs") r.runs = std::atoi(v.c_str());
+    else if (k == "compare_median_ms") r.compare_median_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "paired_ratio") r.paired_ratio = std::strtod(v.c_str(), nullptr);
+    else if (k == "paired_low") r.paired_low = std::strtod(v.c_str(), nullptr);
+    else if (k == "paired_high") r.paired_high = std::strtod(v.c_str(), nullptr);
+    else if (k == "paired_noise") r.paired_noise = std::strtod(v.c_str(), nullptr);
+    else if (k == "costs") {
+      auto sp2 = v.find(' ');
+      if (sp2 == std::string::npos) continue;
+      auto& list = r.costs[v.substr(sp2 + 1)];
+      std::stringstream items(v.substr(0, sp2));
+      for (std::string item; std::getline(items, item, ',');)
+        if (auto eq = item.find('='); eq != std::string::npos)
+          list.emplace_back(item.substr(0, eq), std::strtod(item.c_str() + eq + 1, nullptr));
+    } else if (k == "tactic") {
+      auto sp2 = v.find(' ');
+      if (sp2 != std::string::npos) r.tactics[v.substr(sp2 + 1)] = v.substr(0, sp2);
+    } else if (k == "node_ms") {
+      auto sp2 = v.find(' ');
+      if (sp2 != std::string::npos) r.node_ms[v.substr(sp2 + 1)] = std::strtod(v.c_str(), nullptr);
+    }
+  }
+  return have_status;
+}
+
+}  // namespace
+
+EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, OnInterrupt on_interrupt) {
+  EvalResult r;
+  const bool stop_on_interrupt = on_interrupt == OnInterrupt::stop;
+  if (stop_on_interrupt && interrupt_signal() != 0) {
+    r.status = "interrupted";
+    r.reason = interrupt_reason() + " before it started";
+    return r;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> args = child_args(req);
   int out_pipe[2];
   if (pipe(out_pipe) != 0) {
     r.reason = std::string("pipe: ") + std::strerror(errno);
@@ -346,44 +425,7 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, O
   while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::istringstream is(out);
-  std::string line;
-  bool have_status = false;
-  while (std::getline(is, line)) {
-    auto sp = line.find(' ');
-    std::string k = line.substr(0, sp), v = sp == std::string::npos ? std::string() : line.substr(sp + 1);
-    if (k == "status") {
-      r.status = v;
-      have_status = true;
-    } else if (k == "reason") r.reason = v;
-    else if (k == "build_ms") r.build_ms = std::strtod(v.c_str(), nullptr);
-    else if (k == "metrics") r.metrics_json = v;
-    else if (k == "median_ms") r.median_ms = std::strtod(v.c_str(), nullptr);
-    else if (k == "p10_ms") r.p10_ms = std::strtod(v.c_str(), nullptr);
-    else if (k == "p90_ms") r.p90_ms = std::strtod(v.c_str(), nullptr);
-    else if (k == "cv") r.cv = std::strtod(v.c_str(), nullptr);
-    else if (k == "runs") r.runs = std::atoi(v.c_str());
-    else if (k == "compare_median_ms") r.compare_median_ms = std::strtod(v.c_str(), nullptr);
-    else if (k == "paired_ratio") r.paired_ratio = std::strtod(v.c_str(), nullptr);
-    else if (k == "paired_low") r.paired_low = std::strtod(v.c_str(), nullptr);
-    else if (k == "paired_high") r.paired_high = std::strtod(v.c_str(), nullptr);
-    else if (k == "paired_noise") r.paired_noise = std::strtod(v.c_str(), nullptr);
-    else if (k == "costs") {
-      auto sp2 = v.find(' ');
-      if (sp2 == std::string::npos) continue;
-      auto& list = r.costs[v.substr(sp2 + 1)];
-      std::stringstream items(v.substr(0, sp2));
-      for (std::string item; std::getline(items, item, ',');)
-        if (auto eq = item.find('='); eq != std::string::npos)
-          list.emplace_back(item.substr(0, eq), std::strtod(item.c_str() + eq + 1, nullptr));
-    } else if (k == "tactic") {
-      auto sp2 = v.find(' ');
-      if (sp2 != std::string::npos) r.tactics[v.substr(sp2 + 1)] = v.substr(0, sp2);
-    } else if (k == "node_ms") {
-      auto sp2 = v.find(' ');
-      if (sp2 != std::string::npos) r.node_ms[v.substr(sp2 + 1)] = std::strtod(v.c_str(), nullptr);
-    }
-  }
+  const bool have_status = parse_report(out, r);
   if (interrupted && !have_status) {  // a complete report that raced the signal is kept
     r.status = "interrupted";
     r.reason = interrupt_reason() + ": the child was killed";

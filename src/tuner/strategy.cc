@@ -305,6 +305,8 @@ class Random final : public SpaceStrategy {
  public:
   using SpaceStrategy::SpaceStrategy;
   const char* name() const override { return "random"; }
+  bool takes_seeds() const override { return true; }
+  bool refines() const override { return true; }
   std::vector<Point> propose(const History& history, size_t n) override {
     Call c = begin(history, n);
     while (!c.full()) {

@@ -32,6 +32,14 @@ class Strategy {
   // Up to `n` points not yet in `history` (fewer, or none when the strategy has nothing left to
   // propose: `fast` and `full` are finite). Must not propose the same point twice in one call.
   virtual std::vector<Point> propose(const History& history, size_t n) = 0;
+  // Whether the tuner inspects the default before the search (its profile weighs the dimensions,
+  // the isolated selection sets value priors) and evaluates its seeds (precision, approximate,
+  // isolated) first: worth it for strategies that learn from every trial, not for the fixed
+  // enumerations (fast, full, mixed), whose order no trial changes.
+  virtual bool takes_seeds() const { return false; }
+  // Whether the tuner may, past TuneOptions::refine_after, switch it to the per-node space around
+  // the incumbent (group, then refine): a fresh instance of it searches that space.
+  virtual bool refines() const { return false; }
 };
 
 // Names: fast, full, mixed, random, coordinate, evolution, tpe. Errors name the unknown strategy

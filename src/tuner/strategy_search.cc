@@ -41,6 +41,8 @@ class Coordinate final : public SpaceStrategy {
     for (int k : radix_) neighbours_ += k - 1;
   }
   const char* name() const override { return "coordinate"; }
+  bool takes_seeds() const override { return true; }
+  bool refines() const override { return true; }
 
   std::vector<Point> propose(const History& history, size_t n) override {
     Call c = begin(history, n);
@@ -148,6 +150,8 @@ class Evolution final : public SpaceStrategy {
  public:
   using SpaceStrategy::SpaceStrategy;
   const char* name() const override { return "evolution"; }
+  bool takes_seeds() const override { return true; }
+  bool refines() const override { return true; }
   static constexpr size_t kMu = 16;
   static constexpr size_t kMinPopulation = 8;
   static constexpr size_t kTournament = 3;
@@ -218,6 +222,8 @@ class Tpe final : public SpaceStrategy {
  public:
   using SpaceStrategy::SpaceStrategy;
   const char* name() const override { return "tpe"; }
+  bool takes_seeds() const override { return true; }
+  bool refines() const override { return true; }
   static constexpr double kGamma = 0.25;
   static constexpr double kPrior = 1.0;
   static constexpr size_t kCandidates = 24;
