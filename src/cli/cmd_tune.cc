@@ -29,7 +29,7 @@ int cmd_tune(int argc, char** argv) {
       "] [--seed S]\n"
       "         [--tolerance \"cos>=0.9999,linf<=1e-3\" | --tolerance-file F] [--inputs DIR] [--backend cuda|cpu] [--threads N]\n"
       "         [--db tuning.db] [--out DIR] [--knobs \"glob,...\"] [--route \"k=v ...\" | --route-file F]\n"
-      "         [--dim S=N] [--shapes S=MIN..MAX:OPT,...] [--timeout 300s] [--json]\n"
+      "         [--dim S=N] [--shapes S=MIN..MAX:OPT,...] [--timeout 300s] [--evaluator persistent|fresh] [--json]\n"
       "Searches whole engines: every candidate route is built, checked against the reference outputs\n"
       "and timed end to end in a child process; the fastest that passes the tolerance wins. Re-running\n"
       "resumes from the database. --out DIR gets best.plan, best.route and summary.json.\n"
@@ -49,6 +49,9 @@ int cmd_tune(int argc, char** argv) {
       "  --timeout        a candidate's time limit (default 300s); search candidates get at most 10x the\n"
       "                   default route's evaluation time (30 s at least): a far slower engine is killed\n"
       "                   and recorded as a timeout\n"
+      "  --evaluator persistent|fresh  candidates are built, checked and timed in one worker process\n"
+      "                   (persistent, the default: restarted after a crash, hang or failure) or in a\n"
+      "                   fresh child process each (as before issue 28; slower, the same isolation)\n"
       "  --no-refine      keep same-signature nodes grouped (by default the learning strategies\n"
       "                   spend the second half of the budget refining the costliest groups per node)\n"
       "  --plant-faults   (tests) also offer tactics that crash, hang or compute wrong numbers\n"
@@ -58,11 +61,13 @@ int cmd_tune(int argc, char** argv) {
       "launch with `mpirun --enable-recovery --bind-to none`: without recovery OpenMPI ends the whole job\n"
       "when a rank dies (the database keeps what was evaluated: rerun to resume).\n"
       "  --mpi-test-lose RANK[:hang]  (tests) that worker rank dies (or hangs) on its first candidate\n";
-  if (!parse_args(argc, argv, 2,
-                  {"--budget", "--max-candidates", "--max-build-time", "--strategy", "--seed", "--tolerance",
-                   "--tolerance-file", "--inputs", "--calibration", "--backend", "--threads", "--db", "--out", "--knobs", "--dim", "--shapes", "--timeout",
-                   "--batch", "--route", "--route-file", "--mpi-test-lose"},
-                  {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
+  if (!parse_args(
+          argc, argv, 2,
+          {"--budget",       "--max-candidates", "--max-build-time", "--strategy",  "--seed",  "--tolerance", "--tolerance-file",
+           "--inputs",       "--calibration",    "--backend",        "--threads",   "--db",    "--out",       "--knobs",
+           "--dim",          "--shapes",         "--timeout",        "--evaluator", "--batch", "--route",     "--route-file",
+           "--mpi-test-lose"},
+          {"--json", "--help", "--quiet", "--plant-faults", "--no-refine"}, args, err) ||
       args.positional.size() != 1 || args.has("--help")) {
     if (!err.empty()) std::fprintf(stderr, "tactician tune: %s\n", err.c_str());
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help.c_str());
@@ -91,6 +96,9 @@ int cmd_tune(int argc, char** argv) {
     o.limits.timeout_s = *b;
   }
   o.refine = !args.has("--no-refine");
+  if (const std::string e = args.get("--evaluator", "persistent"); e == "fresh" || e == "persistent")
+    o.limits.persistent = e == "persistent";
+  else return fail(invalid_argument("--evaluator " + e + ": expected persistent or fresh"), 2);
   if (args.has("--max-candidates")) o.max_candidates = std::atoll(args.get("--max-candidates").c_str());
   if (args.has("--batch")) o.batch = static_cast<size_t>(std::max(1, std::atoi(args.get("--batch").c_str())));
   o.seed = std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10);

@@ -190,6 +190,7 @@ std::string encode_job(const EvalJob& job) {
   w.put("timeout_s", job.limits.timeout_s);
   w.put("memory_bytes", job.limits.memory_bytes);
   w.put("binary", job.limits.binary);
+  w.put("persistent", int64_t{job.limits.persistent});
   for (const EvalRequest& r : job.requests) w.put("request", encode_request(r));
   return w.text();
 }
@@ -201,6 +202,7 @@ Result<EvalJob> decode_job(const std::string& text) {
     if (k == "timeout_s") job.limits.timeout_s = to_double(v);
     else if (k == "memory_bytes") job.limits.memory_bytes = to_int(v);
     else if (k == "binary") job.limits.binary = v;
+    else if (k == "persistent") job.limits.persistent = to_int(v) != 0;
     else if (k == "request") {
       TAC_ASSIGN_OR_RETURN(EvalRequest r, decode_request(v));
       job.requests.push_back(std::move(r));
@@ -349,7 +351,7 @@ class LocalEvaluators final : public Evaluators {
     if (done_) return internal_error("local evaluator: a job is already in flight");
     JobDone d;
     d.ticket = ticket;
-    for (const EvalRequest& r : job.requests) d.results.push_back(evaluate_in_child(r, job.limits));
+    for (const EvalRequest& r : job.requests) d.results.push_back(worker_.evaluate(r, job.limits));
     done_ = std::move(d);
     return Status::ok();
   }
@@ -362,6 +364,7 @@ class LocalEvaluators final : public Evaluators {
 
  private:
   std::optional<JobDone> done_;
+  EvalWorker worker_;
 };
 
 }  // namespace

@@ -354,6 +354,7 @@ int run_mpi_worker(const WorkerOptions& o) {
   std::string rank0_data;  // rank 0's data folder, replaced by this worker's copy in requests
   double last_word = now_s();
   int jobs = 0;
+  EvalWorker worker;  // this rank's evaluator process, kept across jobs (limits.persistent)
   while (code == 0) {
     int flag = 0;
     MPI_Status st;
@@ -403,7 +404,7 @@ int run_mpi_worker(const WorkerOptions& o) {
       for (EvalRequest& r : job->requests) {
         if (!rank0_data.empty() && r.data_dir == rank0_data) r.data_dir = (work / "data").string();
         if (!r.calibration_cache.empty()) r.calibration_cache = (work / "calibration").string();
-        results.push_back(evaluate_in_child(r, job->limits));
+        results.push_back(worker.evaluate(r, job->limits));
       }
     }
     ++jobs;

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "runtime/engine.h"
 #include "runtime/measure.h"
 #include "tuner/accuracy.h"
+#include "tuner/dispatch.h"
 #include "tuner/halving.h"
 #include "tuner/interrupt.h"
 
@@ -170,13 +172,25 @@ std::optional<Failure> report_profile(runtime::Engine& engine, const std::vector
   return std::nullopt;
 }
 
-}  // namespace
+// What a persistent worker keeps between requests: the model and the reference data it loaded last.
+struct ChildCache {
+  std::string model_path;
+  std::optional<ir::Model> model;
+  std::string data_dir;
+  std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>> data;  // inputs, expected outputs
+};
 
-int run_evaluate_command(int argc, char** argv) {
-  EvalRequest req;
-  if (!parse_request(argc, argv, req)) return 2;
-  auto model = io::load_model(req.model_path);
-  if (!model) return child_fail("build_failed", model.status().to_string());
+// Builds, checks, times and profiles one request, reporting on stdout; the model and the
+// reference data come from `cache` when it holds them (a persistent worker's earlier requests).
+int evaluate_request(const EvalRequest& req, ChildCache& cache) {
+  if (!cache.model || cache.model_path != req.model_path) {
+    cache.model.reset();
+    auto loaded = io::load_model(req.model_path);
+    if (!loaded) return child_fail("build_failed", loaded.status().to_string());
+    cache.model = std::move(loaded).value();
+    cache.model_path = req.model_path;
+  }
+  const ir::Model* model = &*cache.model;
   auto route = builder::Route::parse(req.route);
   if (!route) return child_fail("build_failed", route.status().to_string());
   builder::BuildOptions opts;
@@ -212,21 +226,22 @@ int run_evaluate_command(int argc, char** argv) {
     Status st = builder::save_plan((*engine)->plan(), req.save_plan);
     if (!st) return child_fail("build_failed", st.to_string());
   }
-  std::vector<Tensor> inputs, expected;
-  for (size_t k = 0;; ++k) {
-    std::string p = req.data_dir + "/input_" + std::to_string(k) + ".pb";
-    if (!std::filesystem::exists(p)) break;
-    auto t = io::load_tensor_pb(p);
-    if (!t) return child_fail("run_failed", t.status().to_string());
-    inputs.push_back(std::move(t).value());
+  if (!cache.data || cache.data_dir != req.data_dir) {
+    cache.data.reset();
+    std::vector<Tensor> in, ex;
+    for (auto [prefix, list] : {std::pair{"/input_", &in}, std::pair{"/expected_", &ex}})
+      for (size_t k = 0;; ++k) {
+        std::string p = req.data_dir + prefix + std::to_string(k) + ".pb";
+        if (!std::filesystem::exists(p)) break;
+        auto t = io::load_tensor_pb(p);
+        if (!t) return child_fail("run_failed", t.status().to_string());
+        list->push_back(std::move(t).value());
+      }
+    cache.data = std::make_pair(std::move(in), std::move(ex));
+    cache.data_dir = req.data_dir;
   }
-  for (size_t k = 0;; ++k) {
-    std::string p = req.data_dir + "/expected_" + std::to_string(k) + ".pb";
-    if (!std::filesystem::exists(p)) break;
-    auto t = io::load_tensor_pb(p);
-    if (!t) return child_fail("run_failed", t.status().to_string());
-    expected.push_back(std::move(t).value());
-  }
+  const std::vector<Tensor>& inputs = cache.data->first;
+  const std::vector<Tensor>& expected = cache.data->second;
   auto outs = (*engine)->run(inputs);
   if (!outs) return child_fail("run_failed", outs.status().to_string());
   if (req.check) {
@@ -259,6 +274,33 @@ int run_evaluate_command(int argc, char** argv) {
   report("status", "ok");
   std::fflush(stdout);
   return 0;
+}
+
+// A persistent worker (`tactician evaluate --serve`): requests on stdin, each "<length>\n" and
+// encode_request's text; each answered with its report lines and "end". Returns at the end of
+// stdin (the tuner is done or gone).
+int serve_requests() {
+  ChildCache cache;
+  while (true) {
+    size_t n = 0;
+    if (std::scanf("%zu", &n) != 1 || std::getchar() != '\n') return 0;
+    std::string text(n, '\0');
+    if (std::fread(text.data(), 1, n, stdin) != n) return 0;
+    if (auto req = decode_request(text)) evaluate_request(*req, cache);
+    else child_fail("build_failed", "the worker could not read the request: " + req.status().message());
+    std::printf("end\n");
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int run_evaluate_command(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[2]) == "--serve") return serve_requests();
+  EvalRequest req;
+  if (!parse_request(argc, argv, req)) return 2;
+  ChildCache fresh;
+  return evaluate_request(req, fresh);
 }
 
 namespace {
@@ -338,30 +380,31 @@ bool parse_report(const std::string& out, EvalResult& r) {
 
 }  // namespace
 
-EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, OnInterrupt on_interrupt) {
-  EvalResult r;
-  const bool stop_on_interrupt = on_interrupt == OnInterrupt::stop;
-  if (stop_on_interrupt && interrupt_signal() != 0) {
-    r.status = "interrupted";
-    r.reason = interrupt_reason() + " before it started";
-    return r;
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> args = child_args(req);
-  int out_pipe[2];
-  if (pipe(out_pipe) != 0) {
-    r.reason = std::string("pipe: ") + std::strerror(errno);
-    return r;
-  }
+namespace {
+
+// A child process of the tuner: its pid and this side of the socket that is its stdout (and, for
+// a persistent worker, its stdin).
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+};
+
+// Starts `tactician ARGS...` (limits.binary). The child dies with this process (PR_SET_PDEATHSIG
+// SIGKILL) and runs in its own process group; its stderr goes to /dev/null. A socket rather than
+// a pipe: writing to a worker that died fails with EPIPE (send, MSG_NOSIGNAL) instead of raising
+// SIGPIPE in the tuner.
+Result<Child> spawn(std::vector<std::string> args, const EvalLimits& limits, const std::string& backend, bool duplex) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return io_error(std::string("socketpair: ") + std::strerror(errno));
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t parent = getpid();
-  pid_t pid = fork();
+  const pid_t pid = fork();
   if (pid < 0) {
-    r.reason = std::string("fork: ") + std::strerror(errno);
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    return r;
+    close(sv[0]);
+    close(sv[1]);
+    return io_error(std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
     // Die with the tuner, however it ends (an orphaned candidate would go on loading the machine
@@ -372,9 +415,8 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, O
     // Its own process group: a Ctrl-C at the terminal goes to the tuner's group only, and the
     // tuner decides (it kills a search candidate, lets the final save of the best plan finish).
     setpgid(0, 0);
-    dup2(out_pipe[1], STDOUT_FILENO);
-    close(out_pipe[0]);
-    close(out_pipe[1]);
+    dup2(sv[1], STDOUT_FILENO);
+    if (duplex) dup2(sv[1], STDIN_FILENO);
     int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0) dup2(devnull, STDERR_FILENO);
     // The memory limit caps the address space; a CUDA child cannot take one: the driver reserves
@@ -382,63 +424,171 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, O
     // cudaGetDeviceCount with "out of memory" under the 8 GiB cap). It keeps the time limit.
     // AddressSanitizer's shadow memory is terabytes of address space: no cap in an ASan build
     // (scripts/sanitize.sh), where tensors are still held to the machine's memory.
-    if (req.backend != "cuda" && !kAddressSanitizer) {
+    if (backend != "cuda" && !kAddressSanitizer) {
       rlimit lim{static_cast<rlim_t>(limits.memory_bytes), static_cast<rlim_t>(limits.memory_bytes)};
       setrlimit(RLIMIT_AS, &lim);
     }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    execv(limits.binary.c_str(), argv.data());
+    execv(limits.binary.c_str(), argv.data());  // the sockets' other ends close on exec
     _exit(127);
   }
   setpgid(pid, pid);  // also here, so no signal to our group reaches the child before its own call
-  close(out_pipe[1]);
-  std::string out;
-  bool killed = false, interrupted = false;
+  close(sv[1]);
+  return Child{pid, sv[0]};
+}
+
+// How reading a child's report ended.
+enum class ReadEnd { marker, eof, timeout, interrupted };
+
+// Appends what the child writes to `out` until `marker` ends it (a worker's "end" line; "" = read
+// to the end), or EOF. The child is killed past `timeout_s` since `t0`, or on an interrupt when
+// `stop_on_interrupt`; its output is then read to EOF.
+ReadEnd read_child(const Child& c, double timeout_s, bool stop_on_interrupt, std::chrono::steady_clock::time_point t0,
+                   const std::string& marker, std::string& out) {
+  ReadEnd end = ReadEnd::eof;
   while (true) {
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!killed && elapsed > limits.timeout_s) {
-      kill(pid, SIGKILL);
-      killed = true;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (end == ReadEnd::eof && elapsed > timeout_s) {
+      kill(c.pid, SIGKILL);
+      end = ReadEnd::timeout;
     }
     // A signal interrupts poll() (EINTR), so the child is killed as soon as the handler ran.
-    if (!killed && !interrupted && stop_on_interrupt && interrupt_signal() != 0) {
-      kill(pid, SIGKILL);
-      interrupted = true;
+    if (end == ReadEnd::eof && stop_on_interrupt && interrupt_signal() != 0) {
+      kill(c.pid, SIGKILL);
+      end = ReadEnd::interrupted;
     }
-    pollfd pfd{out_pipe[0], POLLIN, 0};
-    int pr = poll(&pfd, 1, 200);
-    if (pr > 0) {
-      char buf[4096];
-      ssize_t n = read(out_pipe[0], buf, sizeof buf);
-      if (n > 0) {
-        out.append(buf, static_cast<size_t>(n));
-        continue;
+    pollfd pfd{c.fd, POLLIN, 0};
+    if (poll(&pfd, 1, 200) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(c.fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      if (end == ReadEnd::eof && !marker.empty() && out.size() >= marker.size() &&
+          out.compare(out.size() - marker.size(), marker.size(), marker) == 0 &&
+          (out.size() == marker.size() || out[out.size() - marker.size() - 1] == '\n')) {
+        out.resize(out.size() - marker.size());
+        return ReadEnd::marker;
       }
-      if (n < 0 && errno == EINTR) continue;
-      break;  // EOF (or a broken pipe: the child is gone either way)
+      continue;
     }
+    if (n < 0 && errno == EINTR) continue;
+    return end;  // EOF (or a broken socket: the child is gone either way)
   }
-  close(out_pipe[0]);
+}
+
+// Waits for a child that has ended (or was killed) and closes our side; its wait status.
+int reap(Child& c) {
   int ws = 0;
-  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  while (waitpid(c.pid, &ws, 0) < 0 && errno == EINTR) {
   }
-  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bool have_status = parse_report(out, r);
-  if (interrupted && !have_status) {  // a complete report that raced the signal is kept
+  close(c.fd);
+  c = Child{};
+  return ws;
+}
+
+// The outcome of an evaluation whose report came back without a status line: killed, interrupted
+// or dead (`ws`: its wait status).
+void set_failure(EvalResult& r, ReadEnd end, int ws, const EvalLimits& limits) {
+  if (end == ReadEnd::interrupted) {
     r.status = "interrupted";
     r.reason = interrupt_reason() + ": the child was killed";
-  } else if (killed) {
+  } else if (end == ReadEnd::timeout) {
     r.status = "timeout";
     r.reason = "killed after " + std::to_string(static_cast<int>(limits.timeout_s)) + " s";
-  } else if (!have_status) {
+  } else {
     r.status = "crashed";
     if (WIFSIGNALED(ws)) r.reason = std::string("signal ") + strsignal(WTERMSIG(ws));
     else r.reason = "exit code " + std::to_string(WEXITSTATUS(ws)) + " without a result";
     if (WIFSIGNALED(ws) && (WTERMSIG(ws) == SIGKILL || WTERMSIG(ws) == SIGABRT))
       r.reason += " (out of memory with the " + std::to_string(limits.memory_bytes >> 20) + " MiB limit?)";
   }
+}
+
+bool interrupted_before(EvalResult& r, OnInterrupt on_interrupt) {
+  if (on_interrupt != OnInterrupt::stop || interrupt_signal() == 0) return false;
+  r.status = "interrupted";
+  r.reason = interrupt_reason() + " before it started";
+  return true;
+}
+
+}  // namespace
+
+EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, OnInterrupt on_interrupt) {
+  EvalResult r;
+  if (interrupted_before(r, on_interrupt)) return r;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto child = spawn(child_args(req), limits, req.backend, false);
+  if (!child) {
+    r.reason = child.status().message();
+    return r;
+  }
+  std::string out;
+  const ReadEnd end = read_child(*child, limits.timeout_s, on_interrupt == OnInterrupt::stop, t0, "", out);
+  const int ws = reap(*child);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool have_status = parse_report(out, r);
+  // A complete report that raced the interrupt is kept; one that raced the time limit is not.
+  if (!(have_status && end != ReadEnd::timeout)) set_failure(r, end, ws, limits);
+  return r;
+}
+
+EvalWorker::~EvalWorker() { stop(); }
+
+void EvalWorker::stop() {
+  if (pid_ < 0) return;
+  kill(pid_, SIGKILL);
+  Child c{pid_, fd_};
+  reap(c);
+  pid_ = fd_ = -1;
+}
+
+EvalResult EvalWorker::evaluate(const EvalRequest& req, const EvalLimits& limits, OnInterrupt on_interrupt) {
+  if (!limits.persistent) return evaluate_in_child(req, limits, on_interrupt);
+  EvalResult r;
+  if (interrupted_before(r, on_interrupt)) return r;
+  const auto t0 = std::chrono::steady_clock::now();
+  // One worker per binary, backend and memory limit: another combination gets a fresh one.
+  const std::string key = limits.binary + "\n" + req.backend + "\n" + std::to_string(limits.memory_bytes);
+  if (pid_ >= 0 && key != key_) stop();
+  if (pid_ < 0) {
+    auto c = spawn({"tactician", "evaluate", "--serve"}, limits, req.backend, true);
+    if (!c) {
+      r.reason = c.status().message();
+      return r;
+    }
+    pid_ = c->pid;
+    fd_ = c->fd;
+    key_ = key;
+  }
+  const std::string text = encode_request(req);
+  const std::string msg = std::to_string(text.size()) + "\n" + text;
+  for (size_t sent = 0; sent < msg.size();) {
+    const ssize_t n = send(fd_, msg.data() + sent, msg.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the worker is gone: reading below finds EOF
+    sent += static_cast<size_t>(n);
+  }
+  Child c{pid_, fd_};
+  std::string out;
+  const ReadEnd end = read_child(c, limits.timeout_s, on_interrupt == OnInterrupt::stop, t0, "end\n", out);
+  int ws = 0;
+  if (end != ReadEnd::marker) {  // killed or dead: the next request starts a fresh worker
+    ws = reap(c);
+    pid_ = fd_ = -1;
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool have_status = parse_report(out, r);
+  if (end != ReadEnd::marker) {
+    if (!(have_status && end != ReadEnd::timeout)) set_failure(r, end, ws, limits);
+  } else if (!have_status) {
+    r.status = "crashed";
+    r.reason = "the worker answered without a result";
+  }
+  // Anything but a pass or an accuracy rejection may have left the worker in a bad state (a
+  // sticky CUDA error, a half-built engine's memory): the next request gets a fresh one.
+  if (pid_ >= 0 && r.status != "ok" && r.status != "rejected") stop();
   return r;
 }
 

@@ -65,6 +65,8 @@ struct EvalLimits {
   double timeout_s = 300;
   int64_t memory_bytes = int64_t{8} << 30;  // RLIMIT_AS of the child
   std::string binary = "/proc/self/exe";    // the tactician binary (tests point it at build/tactician)
+  // EvalWorker: one process evaluates request after request (true), or a fresh child per request.
+  bool persistent = true;
 };
 
 // What an evaluation does when the tune is interrupted (tuner/interrupt.h): `stop` kills the
@@ -81,7 +83,32 @@ enum class OnInterrupt { stop, finish };
 EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits,
                              OnInterrupt on_interrupt = OnInterrupt::stop);
 
-// The child side: `tactician evaluate ...` (internal subcommand).
+// A persistent evaluator (issue 28): one `tactician evaluate --serve` child that builds, checks and
+// times request after request, keeping what does not change between them (the model, the
+// reference data, the process's CUDA context and library handles), so a candidate costs its
+// build and measurement and not a process start. Isolation is kept: the same limits hold per
+// request; a worker that crashes, hangs past the time limit or is interrupted is killed and the
+// request recorded as such, and after any failure other than an accuracy rejection the next
+// request starts a fresh worker (a failed candidate may leave it in a bad state: a sticky CUDA
+// error). With limits.persistent false, each request runs in a fresh child (evaluate_in_child).
+// Not thread-safe; the worker dies with the object (or with this process).
+class EvalWorker {
+ public:
+  EvalWorker() = default;
+  EvalWorker(const EvalWorker&) = delete;
+  EvalWorker& operator=(const EvalWorker&) = delete;
+  ~EvalWorker();
+  EvalResult evaluate(const EvalRequest& req, const EvalLimits& limits, OnInterrupt on_interrupt = OnInterrupt::stop);
+  bool running() const { return pid_ >= 0; }
+
+ private:
+  void stop();
+  int pid_ = -1, fd_ = -1;
+  std::string key_;  // binary, backend and memory limit of the running worker
+};
+
+// The child side: `tactician evaluate ...` (internal subcommand); `tactician evaluate --serve` is
+// an EvalWorker's process.
 int run_evaluate_command(int argc, char** argv);
 
 }  // namespace tac::tuner

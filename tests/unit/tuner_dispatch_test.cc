@@ -133,6 +133,7 @@ TEST(Dispatch, ResultAndJobRoundTripsAreExact) {
   job.limits.timeout_s = 12.5;
   job.limits.memory_bytes = int64_t{3} << 33;
   job.limits.binary = "/opt/x y/tactician";
+  job.limits.persistent = false;  // not the default
   for (int k = 0; k < 4; ++k) {
     EvalRequest rq;
     rq.route = "memory.planner=no_reuse threads=" + std::to_string(k);
@@ -144,6 +145,7 @@ TEST(Dispatch, ResultAndJobRoundTripsAreExact) {
   EXPECT_EQ(j->limits.timeout_s, 12.5);
   EXPECT_EQ(j->limits.memory_bytes, job.limits.memory_bytes);
   EXPECT_EQ(j->limits.binary, job.limits.binary);
+  EXPECT_FALSE(j->limits.persistent);
   ASSERT_EQ(j->requests.size(), 4u);
   for (int k = 0; k < 4; ++k) {
     EXPECT_EQ(j->requests[static_cast<size_t>(k)].route, job.requests[static_cast<size_t>(k)].route);

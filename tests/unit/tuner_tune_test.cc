@@ -290,6 +290,67 @@ TEST(Evaluator, AnInterruptStopsTheChildUnlessAskedToFinish) {
   fs::remove_all(dir);
 }
 
+// The persistent evaluator (EvalWorker): one process serves request after request; a crash, a
+// hang and a build failure are recorded as such and the next request gets a fresh worker; an
+// accuracy rejection keeps it. Results match a fresh child's.
+TEST(Evaluator, APersistentWorkerServesRequestsAndIsReplacedAfterAFault) {
+  const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
+  if (!fs::exists(zoo / "model.onnx")) GTEST_SKIP() << "no model zoo";
+  const fs::path dir = fs::temp_directory_path() / ("tac_eval_worker_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
+  fs::copy_file(zoo / "test_data_set_0" / "output_0.pb", dir / "expected_0.pb");
+  EvalRequest rq;
+  rq.model_path = (zoo / "model.onnx").string();
+  rq.data_dir = dir.string();
+  rq.route = "threads=1";
+  rq.tolerance = "cos>=0.9999";
+  rq.min_seconds = 0.05;
+  rq.planted_faults = true;
+  EvalLimits lim;
+  lim.binary = TAC_BINARY;
+  lim.timeout_s = 5;
+  ASSERT_TRUE(lim.persistent);
+  EvalWorker w;
+  auto with = [&](const std::string& route) {
+    EvalRequest r = rq;
+    r.route = route;
+    return r;
+  };
+  const EvalResult fresh = evaluate_in_child(rq, lim);
+  ASSERT_EQ(fresh.status, "ok") << fresh.reason;
+  const EvalResult a = w.evaluate(rq, lim);
+  ASSERT_EQ(a.status, "ok") << a.reason;
+  EXPECT_TRUE(w.running());
+  EXPECT_EQ(a.metrics_json, fresh.metrics_json);  // same engine, same numbers
+  EXPECT_EQ(a.tactics, fresh.tactics);
+  EXPECT_GT(a.median_ms, 0);
+  const EvalResult wrong = w.evaluate(with("threads=1 tactic.ReLU32=planted_wrong"), lim);
+  EXPECT_EQ(wrong.status, "rejected") << wrong.reason;
+  EXPECT_TRUE(w.running());  // a rejection leaves the worker sound
+  const EvalResult crash = w.evaluate(with("threads=1 tactic.ReLU32=planted_crash"), lim);
+  EXPECT_EQ(crash.status, "crashed") << crash.reason;
+  EXPECT_NE(crash.reason.find("signal"), std::string::npos) << crash.reason;
+  EXPECT_FALSE(w.running());
+  const EvalResult b = w.evaluate(rq, lim);  // a fresh worker
+  EXPECT_EQ(b.status, "ok") << b.reason;
+  const auto t0 = std::chrono::steady_clock::now();
+  const EvalResult hang = w.evaluate(with("threads=1 tactic.ReLU32=planted_hang"), lim);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(hang.status, "timeout") << hang.reason;
+  EXPECT_LT(s, 10.0);
+  EXPECT_FALSE(w.running());
+  const EvalResult bad = w.evaluate(with("threads=1 pass.fuse_conv=sometimes"), lim);
+  EXPECT_EQ(bad.status, "build_failed");
+  EXPECT_NE(bad.reason.find("pass.fuse_conv"), std::string::npos) << bad.reason;
+  EXPECT_FALSE(w.running());  // replaced after any failure but a rejection
+  const EvalResult c = w.evaluate(rq, lim);
+  EXPECT_EQ(c.status, "ok") << c.reason;
+  EXPECT_EQ(c.metrics_json, fresh.metrics_json);
+  fs::remove_all(dir);
+}
+
 TEST(Tune, EvaluatesRecordsAndResumes) {
   const std::string model = std::string(TAC_MODELS_DIR) + "/mnist-cntk/model.onnx";
   if (!fs::exists(model)) GTEST_SKIP() << "no model zoo";
