@@ -106,6 +106,8 @@ std::string encode_result(const EvalResult& r) {
   w.put("status", r.status);
   w.put("reason", r.reason);
   w.put("build_ms", r.build_ms);
+  w.put("check_ms", r.check_ms);
+  w.put("measure_ms", r.measure_ms);
   w.put("metrics_json", r.metrics_json);
   w.put("median_ms", r.median_ms);
   w.put("p10_ms", r.p10_ms);
@@ -149,6 +151,8 @@ Result<EvalResult> decode_result(const std::string& text) {
     if (k == "status") r.status = v;
     else if (k == "reason") r.reason = v;
     else if (k == "build_ms") r.build_ms = to_double(v);
+    else if (k == "check_ms") r.check_ms = to_double(v);
+    else if (k == "measure_ms") r.measure_ms = to_double(v);
     else if (k == "metrics_json") r.metrics_json = v;
     else if (k == "median_ms") r.median_ms = to_double(v);
     else if (k == "p10_ms") r.p10_ms = to_double(v);

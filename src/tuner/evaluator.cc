@@ -72,6 +72,10 @@ std::vector<std::vector<Tensor>> timing_sets(const std::vector<Tensor>& inputs) 
   return sets;
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 int child_fail(const char* status, const std::string& reason) {
   report("status", status);
   report("reason", reason);
@@ -212,7 +216,7 @@ int evaluate_request(const EvalRequest& req, ChildCache& cache) {
   if (!plan) return child_fail("build_failed", plan.status().to_string());
   auto engine = runtime::Engine::create(std::move(plan).value());
   if (!engine) return child_fail("build_failed", engine.status().to_string());
-  report("build_ms", std::to_string(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+  report("build_ms", std::to_string(ms_since(t0)));
   // "tactic <tactic> <node>": tactic names hold no spaces, node names run to the end of the line.
   // "costs <tactic>=<ns>,... <node>": the candidates in ranked order with their costs (estimates,
   // or times with builder.selection=isolated).
@@ -242,6 +246,7 @@ int evaluate_request(const EvalRequest& req, ChildCache& cache) {
   }
   const std::vector<Tensor>& inputs = cache.data->first;
   const std::vector<Tensor>& expected = cache.data->second;
+  const auto t_check = std::chrono::steady_clock::now();
   auto outs = (*engine)->run(inputs);
   if (!outs) return child_fail("run_failed", outs.status().to_string());
   if (req.check) {
@@ -256,8 +261,10 @@ int evaluate_request(const EvalRequest& req, ChildCache& cache) {
     }
     report("metrics", metrics_json(metrics));
     std::string violation = check_tolerance(*tol, metrics);
+    report("check_ms", std::to_string(ms_since(t_check)));
     if (!violation.empty()) return child_fail("rejected", violation);
   }
+  const auto t_measure = std::chrono::steady_clock::now();
   if (req.measure && !req.compare_route.empty()) {
     if (auto f = measure_paired(*model, *engine->get(), opts, inputs, req)) return child_fail(f->status, f->reason);
   } else if (req.measure) {
@@ -271,6 +278,7 @@ int evaluate_request(const EvalRequest& req, ChildCache& cache) {
   }
   if (req.profile)
     if (auto f = report_profile(*engine->get(), inputs, req)) return child_fail(f->status, f->reason);
+  if (req.measure || req.profile) report("measure_ms", std::to_string(ms_since(t_measure)));
   report("status", "ok");
   std::fflush(stdout);
   return 0;
@@ -348,6 +356,8 @@ bool parse_report(const std::string& out, EvalResult& r) {
       have_status = true;
     } else if (k == "reason") r.reason = v;
     else if (k == "build_ms") r.build_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "check_ms") r.check_ms = std::strtod(v.c_str(), nullptr);
+    else if (k == "measure_ms") r.measure_ms = std::strtod(v.c_str(), nullptr);
     else if (k == "metrics") r.metrics_json = v;
     else if (k == "median_ms") r.median_ms = std::strtod(v.c_str(), nullptr);
     else if (k == "p10_ms") r.p10_ms = std::strtod(v.c_str(), nullptr);

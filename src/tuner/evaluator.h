@@ -46,6 +46,7 @@ struct EvalResult {
   std::string status = "crashed";
   std::string reason;
   double build_ms = 0;
+  double check_ms = 0, measure_ms = 0;  // the first run and accuracy check; timing and profiling
   std::string metrics_json = "[]";
   double median_ms = 0, p10_ms = 0, p90_ms = 0, cv = 0;
   int runs = 0;

@@ -34,6 +34,7 @@ void TuneSession::final_comparison() {
     const std::vector<EvalResult> res =
         run_on_reference(*pool_, job_of(std::vector<EvalRequest>(static_cast<size_t>(std::max(1, opts_.final_rounds)), a)));
     for (const EvalResult& r : res) {
+      account(r);
       if (r.status != "ok") continue;
       da.push_back(r.median_ms);
       db.push_back(same ? r.median_ms : r.compare_median_ms);
@@ -78,6 +79,7 @@ Status TuneSession::write_outputs() {
   save.save_plan = opts_.out_dir + "/best.plan";
   save.shapes = builder::shape_ranges_to_string(opts_.ranges);
   EvalResult rs = evaluate_in_child(save, opts_.limits, OnInterrupt::finish);
+  account(rs);
   if (rs.status != "ok") return internal_error("could not rebuild the best route to save it: " + rs.reason);
   auto write = [](const std::string& path, const std::string& text) -> Status {
     std::ofstream f(path, std::ios::binary);

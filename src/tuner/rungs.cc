@@ -122,6 +122,7 @@ Status TuneSession::handle(JobDone& d) {
   const InFlight f = std::move(it->second);
   inflight_.erase(it);
   if (d.lost) line(d.results.empty() ? std::string("an evaluator was lost") : d.results[0].reason);
+  for (const EvalResult& r : d.results) account(r);
   // An interrupted job measured nothing: nothing is recorded (a resume evaluates the candidate
   // again), and the search is stopping (budget_left).
   const bool cut = std::any_of(d.results.begin(), d.results.end(), [](const EvalResult& r) { return r.status == "interrupted"; });

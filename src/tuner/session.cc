@@ -217,6 +217,7 @@ Status TuneSession::set_up() {
   if (interrupted()) return nothing_measured();
   for (const auto& [k, v] : dims_) dim_flags_.push_back(k + "=" + std::to_string(v));
   setup_s_ = elapsed();
+  sum_.time.reference_s = setup_s_;
   std::error_code ec;
   fs::remove_all(work_ + "/calibration", ec);  // the cache lives for one run: the data may have changed since
   builder::BuildOptions bopts;
@@ -312,6 +313,7 @@ Status TuneSession::measure_rank_speeds() {
   std::map<int, double> ms;
   double ref_ms = 0;
   while (std::optional<JobDone> d = pool_->next()) {
+    for (const EvalResult& r : d->results) account(r);
     if (d->lost || d->results.empty() || d->results[0].status != "ok") continue;
     ms[d->rank] = d->results[0].median_ms;
     if (d->evaluator == reference_evaluator_) ref_ms = d->results[0].median_ms;
@@ -391,7 +393,9 @@ EvalJob TuneSession::job_of(std::vector<EvalRequest> requests, bool candidate) c
 EvalResult TuneSession::eval_now(const EvalRequest& rq, double timeout_s) {
   EvalJob job = job_of({rq});
   if (timeout_s > 0) job.limits.timeout_s = std::min(job.limits.timeout_s, timeout_s);
-  return run_on_reference(*pool_, job, &reference_evaluator_)[0];
+  EvalResult r = run_on_reference(*pool_, job, &reference_evaluator_)[0];
+  account(r);
+  return r;
 }
 
 Status TuneSession::submit(InFlight f, std::vector<EvalRequest> requests) {
@@ -464,6 +468,14 @@ void TuneSession::add_entry(const CandidateRecord& rec) {
   if (rec.status != "ok" || entry_of_.count(rec.route)) return;
   entry_of_[rec.route] = entries_.size();
   entries_.push_back({rec, {rec.median_ms}});
+}
+
+void TuneSession::account(const EvalResult& r) {
+  ++sum_.time.evaluations;
+  sum_.time.evaluations_s += r.wall_s;
+  sum_.time.build_s += r.build_ms / 1e3;
+  sum_.time.check_s += r.check_ms / 1e3;
+  sum_.time.measure_s += r.measure_ms / 1e3;
 }
 
 double TuneSession::speed_of(int rank) const {

@@ -138,6 +138,7 @@ class TuneSession {
   Result<CandidateRecord> evaluate(const SearchSpace& sp, History& hist, const Point& p, const std::string& who);
   void add_entry(const CandidateRecord& rec);
   double speed_of(int rank) const;
+  void account(const EvalResult& r);  // adds an evaluation to sum_.time
 
   const TuneOptions& opts_;
   const Progress& progress_;

@@ -190,20 +190,25 @@ std::string TuneSummary::to_json() const {
     by_rank += (by_rank.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + std::to_string(n);
   for (const auto& [rank, f] : rank_speed)
     speed += (speed.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + fmt(f, 4);
-  return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " +
-         fmt(speedup, 4) + ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
+  return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " + fmt(speedup, 4) +
+         ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
          ", \"candidates\": " + std::to_string(candidates) + ", \"failed\": " + std::to_string(failed) +
          ", \"rejected\": " + std::to_string(rejected) + ", \"resumed\": " + std::to_string(resumed) +
          ", \"best_route\": " + json_quote(best_route) + ", \"accuracy\": " + best_metrics_json +
-         ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) + ", \"stop_reason\": " +
-         json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " +
-         std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) +
-         ", \"candidates_by_rank\": {" + by_rank + "}, \"rank_speed\": {" + speed + "}, \"verdict\": " +
-         json_quote(verdict) + ", \"tolerance\": " + json_quote(tolerance) + ", \"warnings\": [" + [&] {
+         ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) +
+         ", \"stop_reason\": " + json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) +
+         ", \"space_size\": " + std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) +
+         ", \"candidates_by_rank\": {" + by_rank + "}, \"rank_speed\": {" + speed +
+         "}, \"time\": {\"reference_s\": " + fmt(time.reference_s, 2) + ", \"evaluations\": " + std::to_string(time.evaluations) +
+         ", \"evaluations_s\": " + fmt(time.evaluations_s, 2) + ", \"build_s\": " + fmt(time.build_s, 2) +
+         ", \"check_s\": " + fmt(time.check_s, 2) + ", \"measure_s\": " + fmt(time.measure_s, 2) +
+         "}, \"verdict\": " + json_quote(verdict) + ", \"tolerance\": " + json_quote(tolerance) + ", \"warnings\": [" +
+         [&] {
            std::string w;
            for (const std::string& s : warnings) w += (w.empty() ? "" : ", ") + json_quote(s);
            return w;
-         }() + "]}";
+         }() +
+         "]}";
 }
 
 }  // namespace tac::tuner

@@ -91,6 +91,14 @@ struct TuneSummary {
   std::string verdict;
   std::string tolerance;
   std::vector<std::string> warnings;
+  // Where the wall time went: computing the reference outputs (and loading the model), and every
+  // evaluation (candidates, re-measurements, inspections, the final comparison, saving the best):
+  // their wall time, split into build, check and timing as the evaluator measured them; the rest
+  // of it is the evaluator's own cost (process start, loading, transfers).
+  struct Time {
+    double reference_s = 0, evaluations_s = 0, build_s = 0, check_s = 0, measure_s = 0;
+    int evaluations = 0;
+  } time;
   std::string to_json() const;
 };
 
