@@ -44,7 +44,7 @@ Status export_times(const std::string& path, const std::string& engine, const La
 // checked first: each tensor is bounded by the machine's memory, but a plan whose inputs are a
 // few GiB would need several times that (a fuzzed plan's 9 GB input made `bench` allocate 36 GB).
 Result<std::vector<std::vector<Tensor>>> input_sets(const runtime::Engine& e, const Args& args) {
-  const int sets = std::max(1, std::atoi(args.get("--input-sets", "4").c_str()));
+  TAC_ASSIGN_OR_RETURN(const int64_t sets, args.get_int("--input-sets", 4, 1, 1024));
   uint64_t per_set = 0;
   for (const auto& [dtype, shape] : e.input_specs()) {
     const int64_t n = shape_numel(shape);
@@ -119,7 +119,14 @@ int cmd_bench(int argc, char** argv) {
     std::fprintf(stderr, "tactician bench: --export-times writes one engine's runs: it does not apply to --compare\n");
     return 2;
   }
+  if (auto n = args.get_int("--input-sets", 4, 1, 1024); !n) return usage_error("bench", n.status());
   if (args.has("--compare")) return bench_compare(args);
+  const auto min_runs = args.get_int("--min-runs", 20, 1);
+  if (!min_runs) return usage_error("bench", min_runs.status());
+  const auto warmup = args.get_int("--warmup", 5, 0);
+  if (!warmup) return usage_error("bench", warmup.status());
+  const auto min_seconds = args.get_double("--min-seconds", 2, 0);
+  if (!min_seconds) return usage_error("bench", min_seconds.status());
   auto engine = engine_for_positional(args);
   if (!engine) {
     std::fprintf(stderr, "tactician bench: %s\n", engine.status().to_string().c_str());
@@ -131,9 +138,8 @@ int cmd_bench(int argc, char** argv) {
     return 1;
   }
   std::vector<std::vector<Tensor>> inputs = std::move(sets).value();
-  auto lat = measure(**engine, inputs, std::max(1, std::atoi(args.get("--min-runs", "20").c_str())),
-                     std::strtod(args.get("--min-seconds", "2").c_str(), nullptr),
-                     std::max(0, std::atoi(args.get("--warmup", "5").c_str())), args.has("--l2-flush"));
+  auto lat =
+      measure(**engine, inputs, static_cast<int>(*min_runs), *min_seconds, static_cast<int>(*warmup), args.has("--l2-flush"));
   if (!lat) {
     std::fprintf(stderr, "tactician bench: %s\n", lat.status().to_string().c_str());
     return 1;
@@ -142,7 +148,7 @@ int cmd_bench(int argc, char** argv) {
   const bool device = (*engine)->plan().backend == kernels::Backend::cuda;
   if (args.has("--export-times")) {
     Status st = export_times(args.get("--export-times"), args.positional[0], *lat, device, threads, inputs.size(),
-                             std::max(0, std::atoi(args.get("--warmup", "5").c_str())));
+                             static_cast<int>(*warmup));
     if (!st) {
       std::fprintf(stderr, "tactician bench: %s\n", st.to_string().c_str());
       return 1;
@@ -178,8 +184,12 @@ int bench_compare(Args& args) {
     for (std::string e; std::getline(ss, e, ',');)
       if (!e.empty()) names.push_back(e);
   }
-  const int rounds = std::max(1, std::atoi(args.get("--rounds", "10").c_str()));
-  const double block_s = std::max(0.01, std::strtod(args.get("--block-seconds", "0.3").c_str(), nullptr));
+  const auto rounds_n = args.get_int("--rounds", 10, 1, 100000);
+  if (!rounds_n) return usage_error("bench", rounds_n.status());
+  const auto block = args.get_double("--block-seconds", 0.3, 0.01);
+  if (!block) return usage_error("bench", block.status());
+  const int rounds = static_cast<int>(*rounds_n);
+  const double block_s = *block;
   if (names.size() < 2 || ends_with(args.positional[0], ".plan")) {
     std::fprintf(stderr, "tactician bench: --compare needs MODEL.onnx and at least two entries (default, route files, "
                          ".plan files), got '%s'\n", args.get("--compare", "").c_str());

@@ -24,6 +24,7 @@
 #include "reference/compare.h"
 #include "reference/interpreter.h"
 #include "tuner/accuracy.h"
+#include "tuner/tune.h"
 
 namespace tac::cli {
 
@@ -319,11 +320,22 @@ int cmd_check(int argc, char** argv) {
     return args.has("--help") ? 0 : 2;
   }
   ref::Tolerance tol;
-  tol.rtol = std::strtod(args.get("--rtol", "1e-3").c_str(), nullptr);
-  tol.atol = std::strtod(args.get("--atol", "1e-7").c_str(), nullptr);
-  long hw = sysconf(_SC_NPROCESSORS_ONLN);
-  int jobs = std::max(1, std::atoi(args.get("--jobs", std::to_string(hw > 0 ? hw : 1)).c_str()));
-  double timeout_s = std::strtod(args.get("--timeout", "120").c_str(), nullptr);
+  const long hw = sysconf(_SC_NPROCESSORS_ONLN);
+  const auto rtol = args.get_double("--rtol", 1e-3, 0);
+  if (!rtol) return usage_error("check", rtol.status());
+  const auto atol = args.get_double("--atol", 1e-7, 0);
+  if (!atol) return usage_error("check", atol.status());
+  const auto jobs_n = args.get_int("--jobs", hw > 0 ? hw : 1, 1, 4096);
+  if (!jobs_n) return usage_error("check", jobs_n.status());
+  double timeout_s = 120;
+  if (args.has("--timeout")) {
+    auto t = tuner::parse_duration(args.get("--timeout"));
+    if (!t) return usage_error("check", t.status().with_context("--timeout: "));
+    timeout_s = *t;
+  }
+  tol.rtol = *rtol;
+  tol.atol = *atol;
+  const int jobs = static_cast<int>(*jobs_n);
   const std::string path = args.positional[0];
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) {

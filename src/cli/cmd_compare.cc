@@ -91,8 +91,8 @@ Result<std::vector<io::TestDataSet>> gather_inputs(const Args& args, const ir::M
   }
   TAC_ASSIGN_OR_RETURN(const auto given_dims, dims_from_args(args));
   for (const auto& [sym, n] : given_dims) dims[sym] = n;  // --dim wins over a plan's sizes
-  const std::string seed = args.get("--seed", "0");
-  std::mt19937_64 rng(std::strtoull(seed.c_str(), nullptr, 10));
+  TAC_ASSIGN_OR_RETURN(const uint64_t seed, args.get_uint("--seed", 0));
+  std::mt19937_64 rng(seed);
   io::TestDataSet set;
   for (int vid : g.inputs) {
     const ir::Value& v = g.values[static_cast<size_t>(vid)];
@@ -106,8 +106,8 @@ Result<std::vector<io::TestDataSet>> gather_inputs(const Args& args, const ir::M
     }
   }
   described = given.size() == g.inputs.size() ? "--input files"
-              : given.empty()                  ? "seeded random (--seed " + seed + ")"
-                                               : "--input files, the rest seeded random (--seed " + seed + ")";
+              : given.empty()                 ? "seeded random (--seed " + std::to_string(seed) + ")"
+                                              : "--input files, the rest seeded random (--seed " + std::to_string(seed) + ")";
   return std::vector<io::TestDataSet>{std::move(set)};
 }
 

@@ -28,7 +28,9 @@ int cmd_explain(int argc, char** argv) {
   o.model_path = args.positional[0];
   o.db_path = args.get("--db", "tuning.db");
   long hw = sysconf(_SC_NPROCESSORS_ONLN);
-  o.threads = std::atoi(args.get("--threads", std::to_string(hw > 0 ? hw : 1)).c_str());
+  const auto threads = args.get_int("--threads", hw > 0 ? hw : 1, 1, 4096);
+  if (!threads) return usage_error("explain", threads.status());
+  o.threads = static_cast<int>(*threads);
   o.inputs_dir = args.get("--inputs");
   o.calibration_dir = args.get("--calibration");
   auto backend = backend_from_args(args);
@@ -37,7 +39,9 @@ int cmd_explain(int argc, char** argv) {
     return 2;
   }
   o.backend = *backend;
-  o.final_rounds = std::max(1, std::atoi(args.get("--rounds", "3").c_str()));
+  const auto rounds = args.get_int("--rounds", 3, 1, 1000);
+  if (!rounds) return usage_error("explain", rounds.status());
+  o.final_rounds = static_cast<int>(*rounds);
   if (auto dims = dims_from_args(args); dims) {
     o.dims = std::move(dims).value();
   } else {

@@ -33,6 +33,10 @@ int cmd_profile(int argc, char** argv) {
     std::fprintf(args.has("--help") ? stdout : stderr, "%s", help);
     return args.has("--help") ? 0 : 2;
   }
+  const auto runs = args.get_int("--runs", 20, 3, 1000000);
+  if (!runs) return usage_error("profile", runs.status());
+  const auto top_n = args.get_int("--top", 25, 1);
+  if (!top_n) return usage_error("profile", top_n.status());
   auto engine = engine_for_positional(args);
   if (!engine) {
     std::fprintf(stderr, "tactician profile: %s\n", engine.status().to_string().c_str());
@@ -40,7 +44,6 @@ int cmd_profile(int argc, char** argv) {
   }
   runtime::Engine& e = **engine;
   const builder::Plan& plan = e.plan();
-  const int runs = std::max(3, std::atoi(args.get("--runs", "20").c_str()));
   auto set1 = random_inputs(e, 1), set2 = random_inputs(e, 2);
   if (!set1 || !set2) {
     std::fprintf(stderr, "tactician profile: %s\n", (!set1 ? set1 : set2).status().to_string().c_str());
@@ -49,7 +52,7 @@ int cmd_profile(int argc, char** argv) {
   std::vector<std::vector<Tensor>> sets = {*set1, *set2};
   std::vector<std::vector<double>> per_step(plan.steps.size());
   for (int r = 0; r < 3; ++r) (void)e.run(sets[static_cast<size_t>(r) % 2]);  // warm-up
-  for (int r = 0; r < runs; ++r) {
+  for (int r = 0; r < *runs; ++r) {
     std::vector<double> ns;
     auto out = e.run_profiled(sets[static_cast<size_t>(r) % 2], ns);
     if (!out) {
@@ -58,7 +61,7 @@ int cmd_profile(int argc, char** argv) {
     }
     for (size_t s = 0; s < ns.size(); ++s) per_step[s].push_back(ns[s]);
   }
-  auto lat = measure(e, sets, runs, 1.0, 2);
+  auto lat = measure(e, sets, static_cast<int>(*runs), 1.0, 2);
   if (!lat) {
     std::fprintf(stderr, "tactician profile: %s\n", lat.status().to_string().c_str());
     return 1;
@@ -81,7 +84,7 @@ int cmd_profile(int argc, char** argv) {
   }
   std::vector<Row> shown = rows;
   std::stable_sort(shown.begin(), shown.end(), [](const Row& a, const Row& b) { return a.engine_us > b.engine_us; });
-  size_t top = static_cast<size_t>(std::max(1, std::atoi(args.get("--top", "25").c_str())));
+  const size_t top = static_cast<size_t>(*top_n);
   if (shown.size() > top) shown.resize(top);
   const ir::Graph& g = plan.model.graph;
   std::printf("%-5s %-34s %-14s %-20s %12s %12s %8s\n", "step", "node", "op", "tactic", "engine us", "isolated us", "ratio");

@@ -106,7 +106,9 @@ int cmd_run(int argc, char** argv) {
   std::map<std::string, int64_t> dims = std::move(given_dims).value();
   if (plan)
     for (const auto& [sym, n] : plan->dims) dims.emplace(sym, n);  // the sizes it was built for
-  std::mt19937_64 rng(std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10));
+  const auto seed = args.get_uint("--seed", 0);
+  if (!seed) return usage_error("run", seed.status());
+  std::mt19937_64 rng(*seed);
   std::vector<Datum> inputs;
   for (int vid : g.inputs) {
     const ir::Value& v = g.values[static_cast<size_t>(vid)];

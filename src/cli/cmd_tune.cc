@@ -100,11 +100,17 @@ int cmd_tune(int argc, char** argv) {
   if (const std::string e = args.get("--evaluator", "persistent"); e == "fresh" || e == "persistent")
     o.limits.persistent = e == "persistent";
   else return fail(invalid_argument("--evaluator " + e + ": expected persistent or fresh"), 2);
-  if (args.has("--max-candidates")) o.max_candidates = std::atoll(args.get("--max-candidates").c_str());
-  if (args.has("--batch")) o.batch = static_cast<size_t>(std::max(1, std::atoi(args.get("--batch").c_str())));
-  o.seed = std::strtoull(args.get("--seed", "0").c_str(), nullptr, 10);
-  long hw = sysconf(_SC_NPROCESSORS_ONLN);
-  o.threads = std::atoi(args.get("--threads", std::to_string(hw > 0 ? hw : 1)).c_str());
+  const long hw = sysconf(_SC_NPROCESSORS_ONLN);
+  const auto max_candidates = args.get_int("--max-candidates", -1, 0);
+  const auto batch = args.get_int("--batch", static_cast<int64_t>(o.batch), 1, 4096);
+  const auto seed = args.get_uint("--seed", 0);
+  const auto threads = args.get_int("--threads", hw > 0 ? hw : 1, 1, 4096);
+  for (const Status& st : {max_candidates.status(), batch.status(), seed.status(), threads.status()})
+    if (!st.is_ok()) return fail(st, 2);
+  if (args.has("--max-candidates")) o.max_candidates = *max_candidates;
+  o.batch = static_cast<size_t>(*batch);
+  o.seed = *seed;
+  o.threads = static_cast<int>(*threads);
   {  // the same reader as check and compare: a file ending in a newline, read with io::read_file
     auto tol = tolerance_from_args(args);
     if (!tol) return fail(tol.status(), 2);

@@ -1,5 +1,9 @@
 // `tactician <command> ...`: one binary, one file per subcommand.
+#include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -9,6 +13,64 @@
 #include "tuner/evaluator.h"
 
 namespace tac::cli {
+
+namespace {
+
+Status bad_number(const std::string& f, const std::string& text, const std::string& want) {
+  return invalid_argument(f + " " + (text.empty() ? "''" : text) + ": expected " + want);
+}
+
+std::string range_text(double min, double max) {
+  auto num = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  if (std::isinf(max)) return "at least " + num(min);
+  if (std::isinf(min)) return "at most " + num(max);
+  return "between " + num(min) + " and " + num(max);
+}
+
+}  // namespace
+
+int usage_error(const char* cmd, const Status& st) {
+  std::fprintf(stderr, "tactician %s: %s\n", cmd, st.message().c_str());
+  return 2;
+}
+
+Result<int64_t> Args::get_int(const std::string& f, int64_t def, int64_t min, int64_t max) const {
+  if (!values.count(f)) return def;
+  const std::string text = get(f);
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return bad_number(f, text, "an integer");
+  if (v < min || v > max)
+    return bad_number(f, text,
+                      "an integer " + range_text(min == std::numeric_limits<int64_t>::min() ? -INFINITY : double(min),
+                                                 max == std::numeric_limits<int64_t>::max() ? INFINITY : double(max)));
+  return v;
+}
+
+Result<uint64_t> Args::get_uint(const std::string& f, uint64_t def) const {
+  if (!values.count(f)) return def;
+  const std::string text = get(f);
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return bad_number(f, text, "a non-negative integer");
+  return v;
+}
+
+Result<double> Args::get_double(const std::string& f, double def, double min, double max) const {
+  if (!values.count(f)) return def;
+  const std::string text = get(f);
+  char* end = nullptr;
+  errno = 0;
+  const double v = text.empty() ? NAN : std::strtod(text.c_str(), &end);
+  if (text.empty() || errno == ERANGE || end != text.c_str() + text.size() || !std::isfinite(v))
+    return bad_number(f, text, "a number");
+  if (v < min || v > max) return bad_number(f, text, "a number " + range_text(min, max));
+  return v;
+}
 
 bool parse_args(int argc, char** argv, int first, const std::set<std::string>& with_value,
                 const std::set<std::string>& booleans, Args& out, std::string& error) {

@@ -28,6 +28,15 @@ expect missing-file nonzero "cannot open" -- "$bin" info "$tmp/none.onnx"
 expect unknown-input nonzero "no input named 'nope'" -- "$bin" run "$model" --input "nope=$input"
 expect missing-input nonzero "input 'data_0'.*not given" -- "$bin" run "$model"
 expect unknown-flag nonzero "unknown flag --bogus" -- "$bin" run "$model" --bogus
+# Numbers are read strictly (issue 32): junk or an out-of-range value is a usage error naming the
+# flag and the text, never read as 0 or clamped.
+expect strict-int 2 "--runs abc: expected an integer" -- "$bin" profile "$model" --runs abc
+expect strict-trailing 2 "--min-runs 2x: expected an integer" -- "$bin" bench "$model" --min-runs 2x
+expect strict-range 2 "--warmup -1: expected an integer at least 0" -- "$bin" bench "$model" --warmup -1
+expect strict-number 2 "--rtol nan: expected a number" -- "$bin" check "$dir" --rtol nan
+expect strict-threads 2 "--threads two: expected an integer" -- "$bin" tune "$model" --threads two
+expect strict-seed 2 "--seed -3: expected a non-negative integer" -- "$bin" run "$model" --random-inputs --seed -3
+expect strict-duration 2 "--timeout: duration '5q'" -- "$bin" check "$dir" --timeout 5q
 "$bin" run "$model" --random-inputs --output-dir "$tmp/o3" > /dev/null 2>&1
 expect wrong-shape nonzero "input 'data_0'.*(expected shape|built for float\[1,3,224,224\], got float\[1,1000,1,1\])" -- "$bin" run "$model" --input "data_0=$tmp/o3/softmaxout_1.pb"
 expect unknown-command nonzero "unknown command" -- "$bin" frobnicate
