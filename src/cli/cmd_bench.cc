@@ -25,8 +25,8 @@ Status export_times(const std::string& path, const std::string& engine, const La
                   ", \"warmup_runs\": " + std::to_string(warmup) + ", \"iterations\": [";
   char buf[128];
   for (size_t i = 0; i < lat.times_ms.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%s\n  {\"iteration\": %zu, \"input_set\": %zu, \"ms\": %.6f}", i ? "," : "", i,
-                  i % input_sets, lat.times_ms[i]);
+    std::snprintf(buf, sizeof buf, "%s\n  {\"iteration\": %zu, \"input_set\": %zu, \"ms\": %s}", i ? "," : "", i, i % input_sets,
+                  json_number(lat.times_ms[i], 6).c_str());
     j += buf;
   }
   j += "\n]}\n";
@@ -167,13 +167,16 @@ int cmd_bench(int argc, char** argv) {
     std::printf("warning: unstable timing (cv %.0f%% > 10%%): the machine is busy or the runs are too short\n",
                 100 * lat->cv);
   if (args.has("--json"))
-    std::printf("{\"median_ms\": %.6f, \"p10_ms\": %.6f, \"p90_ms\": %.6f, \"mean_ms\": %.6f, \"cv\": %.6f, "
-                "\"runs\": %d, \"threads\": %d%s}\n",
-                lat->median_ms, lat->p10_ms, lat->p90_ms, lat->mean_ms, lat->cv, lat->runs, threads,
-                device ? (std::string(", \"timing\": \"cuda_events\", \"graphs\": \"") +
-                          ((*engine)->graph_state().rfind("on", 0) == 0 ? "on" : "off") + "\", \"l2\": \"" + (args.has("--l2-flush") ? "cold" : "warm") + "\"")
-                             .c_str()
-                       : "");
+    std::printf(
+        "{\"median_ms\": %s, \"p10_ms\": %s, \"p90_ms\": %s, \"mean_ms\": %s, \"cv\": %s, \"runs\": %d, "
+        "\"threads\": %d%s}\n",
+        json_number(lat->median_ms, 6).c_str(), json_number(lat->p10_ms, 6).c_str(), json_number(lat->p90_ms, 6).c_str(),
+        json_number(lat->mean_ms, 6).c_str(), json_number(lat->cv, 6).c_str(), lat->runs, threads,
+        device ? (std::string(", \"timing\": \"cuda_events\", \"graphs\": \"") +
+                  ((*engine)->graph_state().rfind("on", 0) == 0 ? "on" : "off") + "\", \"l2\": \"" +
+                  (args.has("--l2-flush") ? "cold" : "warm") + "\"")
+                     .c_str()
+               : "");
   return 0;
 }
 
@@ -248,10 +251,9 @@ int bench_compare(Args& args) {
     const double med = runtime::median(block_ms[i]), sp = runtime::median(ratios);
     const double lo = *std::min_element(ratios.begin(), ratios.end()), hi = *std::max_element(ratios.begin(), ratios.end());
     std::printf("  %-40s median %9.4f ms   %.3fx the first (rounds: %.3f to %.3f)\n", names[i].c_str(), med, sp, lo, hi);
-    char buf[512];
-    std::snprintf(buf, sizeof buf, ", \"median_ms\": %.6f, \"speedup_vs_first\": %.4f, \"speedup_low\": %.4f, \"speedup_high\": %.4f}",
-                  med, sp, lo, hi);
-    json += std::string(i ? ", " : "") + "{\"name\": " + json_quote(names[i]) + buf;
+    json += std::string(i ? ", " : "") + "{\"name\": " + json_quote(names[i]) + ", \"median_ms\": " + json_number(med, 6) +
+            ", \"speedup_vs_first\": " + json_number(sp, 4) + ", \"speedup_low\": " + json_number(lo, 4) +
+            ", \"speedup_high\": " + json_number(hi, 4) + "}";
   }
   if (args.has("--json")) std::printf("%s], \"rounds\": %d, \"threads\": %d}\n", json.c_str(), rounds, threads);
   return 0;

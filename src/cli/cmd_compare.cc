@@ -139,12 +139,6 @@ std::string num(double v) {
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
-std::string json_num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -307,9 +301,9 @@ int cmd_compare(int argc, char** argv) {
                     "-", pass ? "PASS" : ("FAIL: " + why).c_str());
       json_outs += std::string(json_outs.empty() ? "" : ", ") + "{\"name\": " + json_quote(name);
       if (m)
-        json_outs += ", \"linf\": " + json_num(m->linf) + ", \"max_rel\": " + json_num(max_rel) + ", \"l1\": " +
-                     json_num(m->l1) + ", \"l2\": " + json_num(m->l2) + ", \"cos\": " + json_num(m->cos) +
-                     ", \"l0\": " + json_num(m->l0) + ", \"finite\": " + (m->finite ? "true" : "false");
+        json_outs += ", \"linf\": " + json_number(m->linf) + ", \"max_rel\": " + json_number(max_rel) +
+                     ", \"l1\": " + json_number(m->l1) + ", \"l2\": " + json_number(m->l2) + ", \"cos\": " + json_number(m->cos) +
+                     ", \"l0\": " + json_number(m->l0) + ", \"finite\": " + (m->finite ? "true" : "false");
       json_outs += std::string(", \"pass\": ") + (pass ? "true" : "false") + ", \"why\": " + json_quote(why) + "}";
     }
     json_sets += std::string(si ? ", " : "") + "{\"name\": " + json_quote(set_name.empty() ? "inputs" : set_name) +

@@ -101,20 +101,19 @@ int cmd_profile(int argc, char** argv) {
   std::printf("isolated sum / end-to-end        %10.2f\n", sum_isolated / 1e3 / lat->median_ms);
   if (args.has("--json")) {
     std::string j = "{\"steps\": [";
-    char buf[256];
     for (const Row& r : rows) {
       const builder::PlanStep& st = plan.steps[r.step];
       const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
       j += std::string(r.step ? ", " : "") + "{\"step\": " + std::to_string(r.step) + ", \"node\": " + json_quote(n.name) +
            ", \"op\": " + json_quote(n.op_type) + ", \"tactic\": " + json_quote(st.tactic->name);
-      std::snprintf(buf, sizeof buf, ", \"engine_us\": %.3f, \"isolated_us\": %.3f}", r.engine_us, r.isolated_us);
-      j += buf;
+      j += ", \"engine_us\": " + json_number(r.engine_us, 3) + ", \"isolated_us\": " + json_number(r.isolated_us, 3) + "}";
     }
-    std::snprintf(buf, sizeof buf,
-                  "], \"sum_engine_ms\": %.6f, \"sum_isolated_ms\": %.6f, \"median_ms\": %.6f, \"p10_ms\": %.6f, "
-                  "\"p90_ms\": %.6f, \"runs\": %d, \"threads\": %d, \"backend\": ",
-                  sum_engine / 1e3, sum_isolated / 1e3, lat->median_ms, lat->p10_ms, lat->p90_ms, lat->runs, plan.threads);
-    std::printf("%s%s%s}\n", j.c_str(), buf, json_quote(kernels::backend_name(plan.backend)).c_str());
+    j += "], \"sum_engine_ms\": " + json_number(sum_engine / 1e3, 6) +
+         ", \"sum_isolated_ms\": " + json_number(sum_isolated / 1e3, 6) + ", \"median_ms\": " + json_number(lat->median_ms, 6) +
+         ", \"p10_ms\": " + json_number(lat->p10_ms, 6) + ", \"p90_ms\": " + json_number(lat->p90_ms, 6) +
+         ", \"runs\": " + std::to_string(lat->runs) + ", \"threads\": " + std::to_string(plan.threads) +
+         ", \"backend\": " + json_quote(kernels::backend_name(plan.backend)) + "}";
+    std::printf("%s\n", j.c_str());
   }
   return 0;
 }

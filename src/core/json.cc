@@ -1,6 +1,8 @@
 #include "core/json.h"
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 
 namespace tac {
 
@@ -64,6 +66,14 @@ std::string json_quote(std::string_view s) {
   std::string out;
   append_json_string(out, s);
   return out;
+}
+
+std::string json_number(double v, int decimals) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  if (decimals < 0) std::snprintf(buf, sizeof buf, "%.9g", v);
+  else std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
 }
 
 }  // namespace tac

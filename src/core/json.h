@@ -13,5 +13,8 @@ size_t utf8_length(std::string_view s, size_t i);
 void append_json_string(std::string& out, std::string_view s);
 // `s` as a JSON string literal.
 std::string json_quote(std::string_view s);
+// `v` as a JSON number: `decimals` digits after the point, or 9 significant digits when negative;
+// null when it is not finite (JSON has no NaN or Inf: printf's "nan" would make the file unreadable).
+std::string json_number(double v, int decimals = -1);
 
 }  // namespace tac

@@ -13,8 +13,6 @@
 
 namespace tac::tuner {
 
-using detail::fmt;
-
 namespace {
 
 bool matches(const std::vector<std::string>& globs, const std::string& name) {
@@ -189,20 +187,21 @@ std::string TuneSummary::to_json() const {
   for (const auto& [rank, n] : candidates_by_rank)
     by_rank += (by_rank.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + std::to_string(n);
   for (const auto& [rank, f] : rank_speed)
-    speed += (speed.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + fmt(f, 4);
-  return "{\"default_ms\": " + fmt(default_ms, 6) + ", \"best_ms\": " + fmt(best_ms, 6) + ", \"speedup\": " + fmt(speedup, 4) +
-         ", \"speedup_low\": " + fmt(speedup_low, 4) + ", \"speedup_high\": " + fmt(speedup_high, 4) +
-         ", \"candidates\": " + std::to_string(candidates) + ", \"failed\": " + std::to_string(failed) +
-         ", \"rejected\": " + std::to_string(rejected) + ", \"resumed\": " + std::to_string(resumed) +
-         ", \"best_route\": " + json_quote(best_route) + ", \"accuracy\": " + best_metrics_json +
-         ", \"wall_s\": " + fmt(wall_s, 1) + ", \"build_s\": " + fmt(build_s, 1) +
-         ", \"stop_reason\": " + json_quote(stop_reason) + ", \"dimensions\": " + std::to_string(dimensions) +
-         ", \"space_size\": " + std::to_string(space_size) + ", \"refined_knobs\": " + std::to_string(refined_knobs) +
-         ", \"candidates_by_rank\": {" + by_rank + "}, \"rank_speed\": {" + speed +
-         "}, \"time\": {\"reference_s\": " + fmt(time.reference_s, 2) + ", \"evaluations\": " + std::to_string(time.evaluations) +
-         ", \"evaluations_s\": " + fmt(time.evaluations_s, 2) + ", \"build_s\": " + fmt(time.build_s, 2) +
-         ", \"check_s\": " + fmt(time.check_s, 2) + ", \"measure_s\": " + fmt(time.measure_s, 2) +
-         "}, \"verdict\": " + json_quote(verdict) + ", \"tolerance\": " + json_quote(tolerance) + ", \"warnings\": [" +
+    speed += (speed.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + json_number(f, 4);
+  return "{\"default_ms\": " + json_number(default_ms, 6) + ", \"best_ms\": " + json_number(best_ms, 6) +
+         ", \"speedup\": " + json_number(speedup, 4) + ", \"speedup_low\": " + json_number(speedup_low, 4) +
+         ", \"speedup_high\": " + json_number(speedup_high, 4) + ", \"candidates\": " + std::to_string(candidates) +
+         ", \"failed\": " + std::to_string(failed) + ", \"rejected\": " + std::to_string(rejected) +
+         ", \"resumed\": " + std::to_string(resumed) + ", \"best_route\": " + json_quote(best_route) +
+         ", \"accuracy\": " + best_metrics_json + ", \"wall_s\": " + json_number(wall_s, 1) +
+         ", \"build_s\": " + json_number(build_s, 1) + ", \"stop_reason\": " + json_quote(stop_reason) +
+         ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " + std::to_string(space_size) +
+         ", \"refined_knobs\": " + std::to_string(refined_knobs) + ", \"candidates_by_rank\": {" + by_rank +
+         "}, \"rank_speed\": {" + speed + "}, \"time\": {\"reference_s\": " + json_number(time.reference_s, 2) +
+         ", \"evaluations\": " + std::to_string(time.evaluations) + ", \"evaluations_s\": " + json_number(time.evaluations_s, 2) +
+         ", \"build_s\": " + json_number(time.build_s, 2) + ", \"check_s\": " + json_number(time.check_s, 2) +
+         ", \"measure_s\": " + json_number(time.measure_s, 2) + "}, \"verdict\": " + json_quote(verdict) +
+         ", \"tolerance\": " + json_quote(tolerance) + ", \"warnings\": [" +
          [&] {
            std::string w;
            for (const std::string& s : warnings) w += (w.empty() ? "" : ", ") + json_quote(s);
