@@ -10,12 +10,14 @@
 // AVX-512, blocked formats only): src/dst are reordered from/to whatever layout the step has.
 // The activation is a oneDNN post-op, but Winograd's post-ops take a residual sum and ReLU, not
 // SiLU, HardSwish, Sigmoid, ...: those run over dst right after the convolution (finish_row, the
-// epilogue of our own convolutions).
+// epilogue of our own convolutions). The kernel is onednn_conv.h's, shared with the bf16 and
+// int8 tactics of onednn_lowp.cc.
+#include "kernels/conv/onednn_conv.h"
+
 #include <cstring>
 #include <dnnl.hpp>
 #include <vector>
 
-#include "kernels/conv/conv_common.h"
 #include "kernels/onednn_common.h"
 
 namespace tac::kernels::conv {
@@ -26,11 +28,6 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
-
-
-// choose: formats oneDNN's choice for nchw steps, the step's layout otherwise; plain: nchw/oihw;
-// winograd: the Winograd algorithm, formats its choice whatever the step's layout.
-enum class Mode { choose, plain, winograd };
 
 dnnl::memory::dims weight_dims(const ConvGeom& g) {
   return g.G > 1 ? dnnl::memory::dims{g.G, g.Mg(), g.Cg(), g.KH, g.KW} : dnnl::memory::dims{g.M, g.C, g.KH, g.KW};
@@ -61,27 +58,25 @@ std::vector<EltwiseStep> eltwise_steps(const ir::Epilogue& ep) {
   return {};
 }
 
-// The primitive for `g` in `mode` with the step's activation layouts; throws dnnl::error when
-// oneDNN has none (onednn_winograd's applies asks this way). `with_act`: the activation as a
-// post-op (else the caller applies it after).
-dnnl::convolution_forward::primitive_desc conv_pd(const ConvGeom& g, Mode mode, ir::Layout src_layout,
-                                                  ir::Layout dst_layout, bool with_act = true) {
-  const bool plain = mode == Mode::plain, any = mode == Mode::winograd;
+// The primitive for `c`; `with_act`: the activation as a post-op (else the caller applies it after).
+dnnl::convolution_forward::primitive_desc conv_pd(const OnednnConv& c, bool with_act) {
+  const ConvGeom& g = c.g;
+  const bool plain = c.mode == OnednnMode::plain, any = c.mode == OnednnMode::winograd;
   const dnnl::memory::dims src_d{g.N, g.C, g.H, g.W}, dst_d{g.N, g.M, g.OH, g.OW};
-  const tag src_tag = dnnl_tag(src_layout), dst_tag = dnnl_tag(dst_layout);
   // nchw: oneDNN's choice (reordered by the kernel) unless `plain`; other layouts: exactly that
   // one, but for Winograd, which takes its own formats only.
-  const dnnl::memory::desc src_md(src_d, dt::f32,
-                                  plain ? tag::nchw : src_layout != ir::Layout::nchw && !any ? src_tag : tag::any);
-  const dnnl::memory::desc dst_md(dst_d, dt::f32,
-                                  plain ? tag::nchw : dst_layout != ir::Layout::nchw && !any ? dst_tag : tag::any);
-  const dnnl::memory::desc w_md(weight_dims(g), dt::f32, plain ? weight_tag(g) : tag::any);
+  auto act_tag = [&](ir::Layout l) { return plain ? tag::nchw : l != ir::Layout::nchw && !any ? dnnl_tag(l) : tag::any; };
+  const dnnl::memory::desc src_md(src_d, c.x, act_tag(c.src_layout)), dst_md(dst_d, c.y, act_tag(c.dst_layout));
+  const dnnl::memory::desc w_md(weight_dims(g), c.w, plain ? weight_tag(g) : tag::any);
   const dnnl::memory::desc b_md({g.M}, dt::f32, tag::x);
+  dnnl::primitive_attr attr;
+  if (!c.scales.empty()) attr.set_output_scales(1 << 1, c.scales);
   dnnl::post_ops po;
   if (g.has_res) po.append_sum(1.0f);
   if (with_act)
     for (const EltwiseStep& e : eltwise_steps(g.ep)) po.append_eltwise(1.0f, e.alg, e.alpha, e.beta);
-  dnnl::primitive_attr attr;
+  // y_scale: y / y_scale last; the f32 -> s8/u8 store rounds to nearest even and saturates.
+  if (c.y_scale > 0) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / c.y_scale, 0.0f);
   attr.set_post_ops(po);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::memory::dims strides{g.SH, g.SW}, dil{g.DH - 1, g.DW - 1}, pl{g.PT, g.PL}, pr{g.PB, g.PR};
@@ -94,36 +89,28 @@ dnnl::convolution_forward::primitive_desc conv_pd(const ConvGeom& g, Mode mode, 
   return dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
 }
 
-// conv_pd with the activation as a post-op, or, for Winograd, whose post-ops lack most activations,
-// without it: `act_after` then says the caller applies it after the primitive. (Running SiLU after
-// oneDNN's direct kernels too, instead of its swish post-op, measured no faster on efficientnet_b1.)
-dnnl::convolution_forward::primitive_desc conv_pd_act(const ConvGeom& g, Mode mode, ir::Layout src_layout,
-                                                      ir::Layout dst_layout, bool& act_after) {
-  act_after = false;
-  try {
-    return conv_pd(g, mode, src_layout, dst_layout);
-  } catch (const dnnl::error&) {
-    if (mode != Mode::winograd || g.ep.act == ir::Epilogue::Act::none) throw;
-  }
-  act_after = true;
-  return conv_pd(g, mode, src_layout, dst_layout, /*with_act=*/false);
-}
-
 class OnednnKernel final : public Kernel {
  public:
-  OnednnKernel(const ConvGeom& g, const Tensor& w, Mode mode, ir::Layout src_layout, ir::Layout dst_layout)
-      : g_(g), stream_(cpu_engine()) {
+  OnednnKernel(const OnednnConv& c, const Tensor& w) : g_(c.g), stream_(cpu_engine()) {
+    const ConvGeom& g = c.g;
     ScopedOmpThreads scope(g.threads);
     auto& eng = cpu_engine();
-    user_src_md_ = dnnl::memory::desc({g.N, g.C, g.H, g.W}, dt::f32, dnnl_tag(src_layout));
-    user_dst_md_ = dnnl::memory::desc({g.N, g.M, g.OH, g.OW}, dt::f32, dnnl_tag(dst_layout));
-    const dnnl::memory::desc user_w_md(weight_dims(g), dt::f32, weight_tag(g));
+    user_src_md_ = dnnl::memory::desc({g.N, g.C, g.H, g.W}, c.x, dnnl_tag(c.src_layout));
+    user_dst_md_ = dnnl::memory::desc({g.N, g.M, g.OH, g.OW}, c.y, dnnl_tag(c.dst_layout));
+    const dnnl::memory::desc user_w_md(weight_dims(g), c.w, weight_tag(g));
     const dnnl::memory::desc b_md({g.M}, dt::f32, tag::x);
-    pd_ = conv_pd_act(g, mode, src_layout, dst_layout, act_after_);
+    pd_ = onednn_conv_pd(c, act_after_);
     conv_ = dnnl::convolution_forward(pd_);
+    if (!c.scales.empty() && g.has_bias) {  // the bias divided by the output scales (see OnednnConv)
+      scales_ = c.scales;
+      bias_scaled_.resize(static_cast<size_t>(g.M));
+      bias_const_ = c.bias;
+      if (bias_const_)
+        for (size_t m = 0; m < bias_scaled_.size(); ++m) bias_scaled_[m] = bias_const_->data<float>()[m] / scales_[m];
+    }
     // Weights: reordered once into the primitive's format.
     weights_ = dnnl::memory(pd_.weights_desc(), eng);
-    dnnl::memory user_w(user_w_md, eng, const_cast<float*>(w.data<float>()));
+    dnnl::memory user_w(user_w_md, eng, const_cast<void*>(w.raw()));
     dnnl::reorder(user_w, weights_).execute(stream_, user_w, weights_);
     stream_.wait();
     reorder_src_ = pd_.src_desc() != user_src_md_;
@@ -161,6 +148,7 @@ class OnednnKernel final : public Kernel {
           user_res_.set_data_handle(in[3].data);
           res_reorder_.execute(stream_, user_res_, dst_mem_);
         } else if (out[0].data != in[3].data) {  // else planned over the residual (Tactic::over_input)
+          // The whole buffer: a blocked layout's padded channels too.
           std::memcpy(out[0].data, in[3].data, user_dst_md_.get_size());
         }
       }
@@ -169,7 +157,15 @@ class OnednnKernel final : public Kernel {
                                                  {DNNL_ARG_DST, dst_mem_},
                                                  {DNNL_ARG_SCRATCHPAD, scratch_}};
       if (g_.has_bias) {
-        bias_.set_data_handle(in[2].data);
+        void* b = in[2].data;
+        if (!scales_.empty()) {
+          if (!bias_const_) {
+            const float* bf = static_cast<const float*>(b);
+            for (size_t m = 0; m < bias_scaled_.size(); ++m) bias_scaled_[m] = bf[m] / scales_[m];
+          }
+          b = bias_scaled_.data();
+        }
+        bias_.set_data_handle(b);
         args.emplace(DNNL_ARG_BIAS, bias_);
       }
       conv_.execute(stream_, args);
@@ -192,7 +188,9 @@ class OnednnKernel final : public Kernel {
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward conv_;
   dnnl::reorder src_reorder_, dst_reorder_, res_reorder_;
-  bool act_after_ = false;  // the activation runs after the primitive (conv_pd_act)
+  bool act_after_ = false;                   // the activation runs after the primitive (onednn_conv_pd; fp32 only)
+  std::vector<float> scales_, bias_scaled_;  // int8 (OnednnConv::scales)
+  const Tensor* bias_const_ = nullptr;
 
   // y = act(y) over the primitive's dst (padded channels included: an activation that runs after
   // keeps 0 at 0 where dst is blocked, see onednn_winograd_applies), in chunks over the step's threads.
@@ -208,6 +206,15 @@ class OnednnKernel final : public Kernel {
   size_t src_bytes_ = 0, dst_bytes_ = 0, scratch_bytes_ = 0;
 };
 
+OnednnConv fp32_conv(const ConvGeom& g, OnednnMode mode, const StepDesc& s) {
+  OnednnConv c;
+  c.g = g;
+  c.mode = mode;
+  c.src_layout = s.in_layout(0);
+  c.dst_layout = s.out_layout(0);
+  return c;
+}
+
 Status onednn_applies_impl(const StepDesc& step) {
   auto g = conv_geom(step);
   if (!g) return g.status();
@@ -216,14 +223,10 @@ Status onednn_applies_impl(const StepDesc& step) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Kernel>> onednn_prepare_impl(const StepDesc& step, Mode mode) {
+Result<std::unique_ptr<Kernel>> onednn_prepare_impl(const StepDesc& step, OnednnMode mode) {
   auto g = conv_geom(step);
   if (!g) return g.status();
-  try {
-    return std::unique_ptr<Kernel>(new OnednnKernel(*g, *step.constants[1], mode, step.in_layout(0), step.out_layout(0)));
-  } catch (const dnnl::error& e) {
-    return not_applicable(std::string("oneDNN has no convolution for this step: ") + e.what());
-  }
+  return make_onednn_conv(fp32_conv(*g, mode, step), *step.constants[1]);
 }
 
 // Bytes the step's own reorders move: src in and out of the primitive's format, dst (and the
@@ -236,6 +239,28 @@ double reorder_bytes(const StepDesc& s, const ConvGeom& g, Reordered reordered) 
 }
 
 }  // namespace
+
+// With the activation as a post-op, or, for Winograd, whose post-ops lack most activations,
+// without it: `act_after` then says the kernel applies it after the primitive. (Running SiLU after
+// oneDNN's direct kernels too, instead of its swish post-op, measured no faster on efficientnet_b1.)
+dnnl::convolution_forward::primitive_desc onednn_conv_pd(const OnednnConv& c, bool& act_after) {
+  act_after = false;
+  try {
+    return conv_pd(c, true);
+  } catch (const dnnl::error&) {
+    if (c.mode != OnednnMode::winograd || c.g.ep.act == ir::Epilogue::Act::none) throw;
+  }
+  act_after = true;
+  return conv_pd(c, false);
+}
+
+Result<std::unique_ptr<Kernel>> make_onednn_conv(const OnednnConv& c, const Tensor& w) {
+  try {
+    return std::unique_ptr<Kernel>(new OnednnKernel(c, w));
+  } catch (const dnnl::error& e) {
+    return not_applicable(std::string("oneDNN has no convolution for this step: ") + e.what());
+  }
+}
 
 // oneDNN's blocked JIT kernels reach ~60% of peak for C, M >= 64 at one thread (146 GFLOP/s
 // measured on 256x14x14 3x3), ~40% for the first layer's C = 3, far less for depthwise;
@@ -250,7 +275,7 @@ double onednn_cost(const StepDesc& s) {
   auto reordered = [](ir::Layout l) { return l == ir::Layout::nchw; };
   return cost_ns(g->flops(), eff, g->io_bytes() + reorder_bytes(s, *g, reordered), g->threads);
 }
-Result<std::unique_ptr<Kernel>> onednn_prepare(const StepDesc& s) { return onednn_prepare_impl(s, Mode::choose); }
+Result<std::unique_ptr<Kernel>> onednn_prepare(const StepDesc& s) { return onednn_prepare_impl(s, OnednnMode::choose); }
 
 // Plain-format oneDNN falls back to its generic (gemm-based or reference) implementations.
 Status onednn_nchw_applies(const StepDesc& s) { return onednn_applies_impl(s); }
@@ -259,7 +284,7 @@ double onednn_nchw_cost(const StepDesc& s) {
   if (!g) return 1e30;
   return cost_ns(g->flops(), g->Cg() >= 16 ? 0.3 : g->Cg() >= 3 ? 0.12 : 0.005, g->io_bytes() * 2, g->threads);
 }
-Result<std::unique_ptr<Kernel>> onednn_nchw_prepare(const StepDesc& s) { return onednn_prepare_impl(s, Mode::plain); }
+Result<std::unique_ptr<Kernel>> onednn_nchw_prepare(const StepDesc& s) { return onednn_prepare_impl(s, OnednnMode::plain); }
 
 // oneDNN 2.6 has Winograd on AVX-512 only, for 3x3 stride-1 undilated ungrouped convolutions
 // (and picks F(2x2) or F(4x4) itself); whether it takes a step is asked by describing it.
@@ -276,7 +301,7 @@ Status onednn_winograd_applies(const StepDesc& s) {
     return not_applicable("Winograd: 3x3 stride 1, no dilation, one group");
   try {
     bool after = false;
-    conv_pd_act(*g, Mode::winograd, s.in_layout(0), s.out_layout(0), after);
+    onednn_conv_pd(fp32_conv(*g, OnednnMode::winograd, s), after);
     // The activation then runs over dst in the primitive's blocked format, padded channels
     // included, which must stay zero where the step's own layout is blocked.
     if (after && g->ep.apply(0.0f) != 0.0f && ir::is_blocked(s.out_layout(0)))
@@ -293,7 +318,7 @@ double onednn_winograd_cost(const StepDesc& s) {
   return cost_ns(g->flops(), 0.62, g->io_bytes() + reorder_bytes(s, *g, reordered), g->threads);
 }
 Result<std::unique_ptr<Kernel>> onednn_winograd_prepare(const StepDesc& s) {
-  return onednn_prepare_impl(s, Mode::winograd);
+  return onednn_prepare_impl(s, OnednnMode::winograd);
 }
 
 }  // namespace tac::kernels::conv
