@@ -304,7 +304,7 @@ int serve_requests() {
 }  // namespace
 
 int run_evaluate_command(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[2]) == "--serve") return serve_requests();
+  if (argc >= 3 && std::string(argv[2]) == "--serve") return serve_requests();  // argv[3]: informational
   EvalRequest req;
   if (!parse_request(argc, argv, req)) return 2;
   ChildCache fresh;
@@ -563,7 +563,8 @@ EvalResult EvalWorker::evaluate(const EvalRequest& req, const EvalLimits& limits
   const std::string key = limits.binary + "\n" + req.backend + "\n" + std::to_string(limits.memory_bytes);
   if (pid_ >= 0 && key != key_) stop();
   if (pid_ < 0) {
-    auto c = spawn({"tactician", "evaluate", "--serve"}, limits, req.backend, true);
+    // The data folder in its argv says whose worker it is (ps; the hostile tests find it there).
+    auto c = spawn({"tactician", "evaluate", "--serve", req.data_dir}, limits, req.backend, true);
     if (!c) {
       r.reason = c.status().message();
       return r;

@@ -26,6 +26,14 @@ def relu_model(ctx):
     return craft.save(craft.relu_model((1, 64)), ctx.path("relu.onnx"))
 
 
+# The cases that stop the tune in the middle of the planted-hang candidate find that candidate by
+# its command line, which only a fresh child per candidate has (a persistent worker's is
+# `tactician evaluate --serve DATA_DIR`, whatever it evaluates): they run with --evaluator fresh;
+# tuner.kill9_leaves_no_worker covers the persistent worker, the unit test
+# Evaluator.AnInterruptStopsAPersistentWorker its interrupt.
+FRESH = ("--evaluator", "fresh")
+
+
 def tune_args(ctx, model, db, out=None, timeout="20s", extra=()):
     args = ["tune", model, "--plant-faults", "--strategy", "fast", "--knobs", "tactic.relu", "--threads", "1",
             "--budget", "120s", "--timeout", timeout, "--db", db]
@@ -232,7 +240,7 @@ def wait_for_hang(ctx, p, limit=60):
         if p.poll() is not None:
             raise CaseFailed(f"the tune ended (exit {p.returncode}) before the hanging candidate:\n{output(ctx)[-1500:]}")
         for pid, argv in evaluate_children(ctx).items():
-            if HANG in argv[argv.index("--route") + 1]:
+            if "--route" in argv and HANG in argv[argv.index("--route") + 1]:
                 time.sleep(0.5)  # well inside it (the model is loaded, the engine runs)
                 return pid
         time.sleep(0.02)
@@ -256,7 +264,7 @@ def wait_gone(pid, seconds):
 def interrupt_mid_candidate(ctx, sig, name, code):
     model = relu_model(ctx)
     db, out = ctx.path("t.db"), ctx.path("out")
-    p = start(ctx, tune_args(ctx, model, db, out))
+    p = start(ctx, tune_args(ctx, model, db, out, extra=FRESH))
     child = wait_for_hang(ctx, p)
     t0 = time.monotonic()
     p.send_signal(sig)
@@ -300,7 +308,7 @@ def sigterm_removes_temp_folder(ctx):
     # Without --out the reference data lives in a temporary folder: an interrupted tune removes it.
     model = relu_model(ctx)
     env, tmp = temp_env(ctx)
-    p = subprocess.Popen([ctx.tactician] + tune_args(ctx, model, str(ctx.path("t.db"))), cwd=ctx.dir,
+    p = subprocess.Popen([ctx.tactician] + tune_args(ctx, model, str(ctx.path("t.db")), extra=FRESH), cwd=ctx.dir,
                          stdout=open(ctx.path("tune.out"), "wb"), stderr=open(ctx.path("tune.err"), "wb"),
                          stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=default_signals,
                          env={**os.environ, **env})
@@ -318,13 +326,34 @@ def sigterm_removes_temp_folder(ctx):
 @case("tuner.kill9_leaves_no_candidate")
 def kill9_leaves_no_candidate(ctx):
     model = relu_model(ctx)
-    p = start(ctx, tune_args(ctx, model, ctx.path("t.db"), ctx.path("out")))
+    p = start(ctx, tune_args(ctx, model, ctx.path("t.db"), ctx.path("out"), extra=FRESH))
     child = wait_for_hang(ctx, p)
     p.kill()
     p.wait(timeout=10)
     ctx.check(p.returncode == -signal.SIGKILL, f"tune exited {p.returncode}")
     ctx.check(wait_gone(child, 3), f"the candidate (pid {child}) outlived its tuner's kill -9")
     ctx.check(not evaluate_children(ctx), f"candidates left: {evaluate_children(ctx)}")
+
+
+@case("tuner.kill9_leaves_no_worker")
+def kill9_leaves_no_worker(ctx):
+    # The persistent worker (the default) dies with its tuner, however the tuner ends.
+    model = relu_model(ctx)
+    p = start(ctx, tune_args(ctx, model, ctx.path("t.db"), ctx.path("out")))
+    deadline = time.monotonic() + 60
+    workers = {}
+    while not workers and time.monotonic() < deadline and p.poll() is None:
+        workers = {pid: a for pid, a in evaluate_children(ctx).items() if "--serve" in a}
+        time.sleep(0.02)
+    if not workers:
+        p.kill()
+        raise CaseFailed(f"no persistent worker seen:\n{output(ctx)[-1500:]}")
+    time.sleep(0.3)
+    p.kill()
+    p.wait(timeout=10)
+    for pid in workers:
+        ctx.check(wait_gone(pid, 3), f"the worker (pid {pid}) outlived its tuner's kill -9")
+    ctx.check(not evaluate_children(ctx), f"evaluators left: {evaluate_children(ctx)}")
 
 
 @case("tuner.resume_after_interrupt")

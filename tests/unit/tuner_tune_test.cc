@@ -351,6 +351,45 @@ TEST(Evaluator, APersistentWorkerServesRequestsAndIsReplacedAfterAFault) {
   fs::remove_all(dir);
 }
 
+// An interrupt kills a persistent worker in the middle of a request as it kills a fresh child:
+// "interrupted" (never recorded), within a second or so, and the next request gets a new worker.
+TEST(Evaluator, AnInterruptStopsAPersistentWorker) {
+  const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
+  if (!fs::exists(zoo / "model.onnx")) GTEST_SKIP() << "no model zoo";
+  const fs::path dir = fs::temp_directory_path() / ("tac_eval_wint_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
+  EvalRequest rq;
+  rq.model_path = (zoo / "model.onnx").string();
+  rq.data_dir = dir.string();
+  rq.route = "threads=1";
+  rq.check = false;
+  rq.min_seconds = 0.05;
+  EvalLimits lim;
+  lim.binary = TAC_BINARY;
+  EvalWorker w;
+  ASSERT_EQ(w.evaluate(rq, lim).status, "ok");
+  rq.min_seconds = 60;  // measures for a minute unless stopped
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread stopper([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    request_interrupt(SIGINT);
+  });
+  const EvalResult cut = w.evaluate(rq, lim);
+  stopper.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(cut.status, "interrupted") << cut.reason;
+  EXPECT_EQ(cut.reason, "interrupted (SIGINT): the child was killed");
+  EXPECT_LT(s, 5.0);
+  EXPECT_FALSE(w.running());
+  EXPECT_EQ(w.evaluate(rq, lim).status, "interrupted");  // not started while the interrupt stands
+  clear_interrupt();
+  rq.min_seconds = 0.05;
+  EXPECT_EQ(w.evaluate(rq, lim).status, "ok");
+  fs::remove_all(dir);
+}
+
 TEST(Tune, EvaluatesRecordsAndResumes) {
   const std::string model = std::string(TAC_MODELS_DIR) + "/mnist-cntk/model.onnx";
   if (!fs::exists(model)) GTEST_SKIP() << "no model zoo";
