@@ -5,6 +5,7 @@
 
 #include <dnnl.hpp>
 
+#include "ir/epilogue.h"
 #include "ir/layout.h"
 #include "tactician/tensor.h"
 
@@ -37,6 +38,29 @@ inline dnnl::memory::data_type dnnl_type(DType t) {
     case DType::int8: return dt::s8;
     case DType::uint8: return dt::u8;
     default: return dt::f32;
+  }
+}
+
+// Appends the activation `ep` as oneDNN eltwise post-ops (2.6 has no hardsigmoid: linear, then
+// clip to [0, 1]).
+inline void append_activation(dnnl::post_ops& po, const ir::Epilogue& ep) {
+  const float a = ep.alpha, b = ep.beta;
+  using alg = dnnl::algorithm;
+  using A = ir::Epilogue::Act;
+  switch (ep.act) {
+    case A::none: break;
+    case A::relu: po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
+    case A::leaky_relu: po.append_eltwise(1.0f, alg::eltwise_relu, a, 0.0f); break;
+    case A::clip: po.append_eltwise(1.0f, alg::eltwise_clip, a, b); break;
+    case A::sigmoid: po.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
+    case A::tanh: po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
+    case A::gelu: po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f); break;
+    case A::silu: po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f); break;
+    case A::hard_swish: po.append_eltwise(1.0f, alg::eltwise_hardswish, 1.0f / 6.0f, 0.5f); break;
+    case A::hard_sigmoid:
+      po.append_eltwise(1.0f, alg::eltwise_linear, a, b);
+      po.append_eltwise(1.0f, alg::eltwise_clip, 0.0f, 1.0f);
+      break;
   }
 }
 

@@ -34,30 +34,6 @@ dnnl::memory::dims weight_dims(const ConvGeom& g) {
 }
 tag weight_tag(const ConvGeom& g) { return g.G > 1 ? tag::goihw : tag::oihw; }
 
-// The activation `ep` as oneDNN eltwise post-ops (algorithm, alpha, beta).
-struct EltwiseStep {
-  dnnl::algorithm alg;
-  float alpha, beta;
-};
-std::vector<EltwiseStep> eltwise_steps(const ir::Epilogue& ep) {
-  const float a = ep.alpha, b = ep.beta;
-  using alg = dnnl::algorithm;
-  switch (ep.act) {
-    case ir::Epilogue::Act::none: return {};
-    case ir::Epilogue::Act::relu: return {{alg::eltwise_relu, 0.0f, 0.0f}};
-    case ir::Epilogue::Act::leaky_relu: return {{alg::eltwise_relu, a, 0.0f}};
-    case ir::Epilogue::Act::clip: return {{alg::eltwise_clip, a, b}};
-    case ir::Epilogue::Act::sigmoid: return {{alg::eltwise_logistic, 0.0f, 0.0f}};
-    case ir::Epilogue::Act::tanh: return {{alg::eltwise_tanh, 0.0f, 0.0f}};
-    case ir::Epilogue::Act::gelu: return {{alg::eltwise_gelu_erf, 0.0f, 0.0f}};
-    case ir::Epilogue::Act::silu: return {{alg::eltwise_swish, 1.0f, 0.0f}};
-    case ir::Epilogue::Act::hard_swish: return {{alg::eltwise_hardswish, 1.0f / 6.0f, 0.5f}};
-    case ir::Epilogue::Act::hard_sigmoid:  // no hardsigmoid in 2.6: linear then clip to [0, 1]
-      return {{alg::eltwise_linear, a, b}, {alg::eltwise_clip, 0.0f, 1.0f}};
-  }
-  return {};
-}
-
 // The primitive for `c`; `with_act`: the activation as a post-op (else the caller applies it after).
 dnnl::convolution_forward::primitive_desc conv_pd(const OnednnConv& c, bool with_act) {
   const ConvGeom& g = c.g;
@@ -73,8 +49,7 @@ dnnl::convolution_forward::primitive_desc conv_pd(const OnednnConv& c, bool with
   if (!c.scales.empty()) attr.set_output_scales(1 << 1, c.scales);
   dnnl::post_ops po;
   if (g.has_res) po.append_sum(1.0f);
-  if (with_act)
-    for (const EltwiseStep& e : eltwise_steps(g.ep)) po.append_eltwise(1.0f, e.alg, e.alpha, e.beta);
+  if (with_act) append_activation(po, g.ep);
   // y_scale: y / y_scale last; the f32 -> s8/u8 store rounds to nearest even and saturates.
   if (c.y_scale > 0) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / c.y_scale, 0.0f);
   attr.set_post_ops(po);

@@ -1,5 +1,6 @@
 // Library GEMM tactics: OpenBLAS (cblas_sgemm + our epilogue pass) and oneDNN (matmul primitive
-// with post-ops). Both run from the same Problem as our packed GEMM (problem.h).
+// with post-ops; the kernel of onednn_matmul.h, shared with the bf16 and int8 tactics). Both run from the same Problem as our
+// packed GEMM (problem.h).
 #include <cblas.h>
 #include <omp.h>
 
@@ -9,6 +10,7 @@
 #include <unordered_map>
 
 #include "kernels/gemm/gemm.h"
+#include "kernels/gemm/onednn_matmul.h"
 #include "kernels/gemm/problem.h"
 #include "kernels/onednn_common.h"
 #include "kernels/tactic.h"
@@ -69,16 +71,6 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-// Whether per-batch offsets are `i * step` (contiguous batches) or all 0 (broadcast).
-int batch_kind(const std::vector<int64_t>& off, int64_t step) {
-  bool seq = true, zero = true;
-  for (size_t i = 0; i < off.size(); ++i) {
-    seq = seq && off[i] == static_cast<int64_t>(i) * step;
-    zero = zero && off[i] == 0;
-  }
-  return zero ? 0 : (seq ? 1 : -1);  // 0 broadcast, 1 contiguous, -1 neither
-}
-
 Status onednn_shape_ok(const Problem& p) {
   if (p.batches > 1) {
     if (batch_kind(p.a_off, p.M * p.K) < 0 || batch_kind(p.b_off, p.K * p.N) < 0)
@@ -92,9 +84,7 @@ Status onednn_shape_ok(const Problem& p) {
 
 class OneDnnKernel final : public Kernel {
  public:
-  OneDnnKernel(const Problem& p, int threads) : p_(p), threads_(std::max(threads, 1)), strm_(cpu_engine()) {}
-
-  Status init(const float* const_b) {
+  explicit OneDnnKernel(const OnednnMatmul& m) : p_(m.p), threads_(std::max(m.threads, 1)), strm_(cpu_engine()) {
     const bool batched = p_.batches > 1;
     const memory::dim nb = p_.batches, M = p_.M, N = p_.N, K = p_.K;
     auto dims = [&](memory::dim b, memory::dim r, memory::dim c) {
@@ -105,50 +95,43 @@ class OneDnnKernel final : public Kernel {
     };
     const memory::dim ab = batched && batch_kind(p_.a_off, M * K) == 1 ? nb : 1;
     const memory::dim bb = batched && batch_kind(p_.b_off, K * N) == 1 ? nb : 1;
-    src_md_ = memory::desc(dims(ab, M, K), dt::f32, strides(M * K, p_.a_rs, p_.a_cs));
-    user_wei_md_ = memory::desc(dims(bb, K, N), dt::f32, strides(K * N, p_.b_rs, p_.b_cs));
-    dst_md_ = memory::desc(dims(nb, M, N), dt::f32, strides(M * N, N, 1));
-    const memory::desc wei_any = const_b ? memory::desc(dims(bb, K, N), dt::f32, tag::any) : user_wei_md_;
+    src_md_ = memory::desc(dims(ab, M, K), m.a, strides(M * K, p_.a_rs, p_.a_cs));
+    user_wei_md_ = memory::desc(dims(bb, K, N), m.b, strides(K * N, p_.b_rs, p_.b_cs));
+    dst_md_ = memory::desc(dims(nb, M, N), m.c, strides(M * N, N, 1));
+    const memory::desc wei_any = m.b_const ? memory::desc(dims(bb, K, N), m.b, tag::any) : user_wei_md_;
     if (p_.bias_input >= 0) bias_md_ = memory::desc(dims(1, 1, N), dt::f32, strides(N, N, 1));
 
+    dnnl::primitive_attr attr;
+    if (!m.scales.empty()) attr.set_output_scales(1 << (batched ? 2 : 1), m.scales);
     dnnl::post_ops po;
     if (p_.alpha != 1.0f) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, p_.alpha, 0.0f);
     if (p_.res_input >= 0) {
       const memory::dim rb = batched && batch_kind(p_.r_off, p_.res_rows * p_.res_cols) == 1 ? nb : 1;
-      res_md_ = memory::desc(dims(rb, p_.res_rows, p_.res_cols), dt::f32,
-                             strides(p_.res_rows * p_.res_cols, p_.res_cols, 1));
+      res_md_ = memory::desc(dims(rb, p_.res_rows, p_.res_cols), m.res, strides(p_.res_rows * p_.res_cols, p_.res_cols, 1));
       po.append_binary(dnnl::algorithm::binary_add, res_md_);
     }
-    using A = ir::Epilogue::Act;
-    switch (p_.act.act) {
-      case A::none: break;
-      case A::relu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
-      case A::leaky_relu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, p_.act.alpha, 0.0f); break;
-      case A::clip: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, p_.act.alpha, p_.act.beta); break;
-      case A::sigmoid: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f); break;
-      case A::tanh: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f); break;
-      case A::gelu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f); break;
-      case A::silu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f); break;
-      case A::hard_swish: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 1.0f / 6.0f, 0.5f); break;
-      case A::hard_sigmoid:  // 2.6 has no hardsigmoid: linear then clip to [0, 1]
-        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, p_.act.alpha, p_.act.beta);
-        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 1.0f);
-        break;
-    }
-    dnnl::primitive_attr attr;
+    append_activation(po, p_.act);
+    // y_scale: y / y_scale last; the f32 -> s8/u8 store rounds to nearest even and saturates.
+    if (m.y_scale > 0) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / m.y_scale, 0.0f);
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch comes from the engine's workspace
     auto d = p_.bias_input >= 0 ? dnnl::matmul::desc(src_md_, wei_any, bias_md_, dst_md_)
                                 : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
     pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
     prim_ = dnnl::matmul(pd_);
-    if (const_b) {
+    if (m.b_const) {
       weights_ = memory(pd_.weights_desc(), cpu_engine());
-      memory user(user_wei_md_, cpu_engine(), const_cast<float*>(const_b));
+      memory user(user_wei_md_, cpu_engine(), const_cast<void*>(m.b_const->raw()));
       dnnl::reorder(user, weights_).execute(strm_, user, weights_);
       strm_.wait();
     }
-    return Status::ok();
+    if (!m.scales.empty() && p_.bias_input >= 0) {  // the bias divided by the output scales (see OnednnMatmul)
+      scales_ = m.scales;
+      bias_scaled_.resize(static_cast<size_t>(N));
+      bias_const_ = m.bias;
+      if (bias_const_)
+        for (size_t i = 0; i < bias_scaled_.size(); ++i) bias_scaled_[i] = bias_const_->data<float>()[i] / scales_[i];
+    }
   }
 
   size_t workspace_bytes() const override { return pd_.scratchpad_desc().get_size(); }
@@ -161,7 +144,17 @@ class OneDnnKernel final : public Kernel {
       args.emplace(DNNL_ARG_SRC, memory(src_md_, cpu_engine(), in[0].data));
       args.emplace(DNNL_ARG_WEIGHTS, weights_ ? weights_ : memory(user_wei_md_, cpu_engine(), in[1].data));
       args.emplace(DNNL_ARG_DST, memory(dst_md_, cpu_engine(), out[0].data));
-      if (p_.bias_input >= 0) args.emplace(DNNL_ARG_BIAS, memory(bias_md_, cpu_engine(), in[static_cast<size_t>(p_.bias_input)].data));
+      if (p_.bias_input >= 0) {
+        void* b = in[static_cast<size_t>(p_.bias_input)].data;
+        if (!scales_.empty()) {
+          if (!bias_const_) {  // a computed bias: scaled here
+            const float* bf = static_cast<const float*>(b);
+            for (size_t i = 0; i < bias_scaled_.size(); ++i) bias_scaled_[i] = bf[i] / scales_[i];
+          }
+          b = bias_scaled_.data();
+        }
+        args.emplace(DNNL_ARG_BIAS, memory(bias_md_, cpu_engine(), b));
+      }
       if (p_.res_input >= 0) {
         const int index = p_.alpha != 1.0f ? 1 : 0;  // position of the binary post-op
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,
@@ -186,6 +179,8 @@ class OneDnnKernel final : public Kernel {
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   memory weights_;
+  std::vector<float> scales_, bias_scaled_;  // int8 (OnednnMatmul::scales)
+  const Tensor* bias_const_ = nullptr;
 };
 
 }  // namespace
@@ -239,13 +234,27 @@ Result<std::unique_ptr<Kernel>> onednn_prepare(const StepDesc& s) {
   Problem p;
   TAC_RETURN_IF_ERROR(analyze_problem(s, p));
   TAC_RETURN_IF_ERROR(onednn_shape_ok(p));
+  OnednnMatmul m;
+  m.p = p;
+  m.threads = s.threads;
+  m.b_const = p.b_const ? s.constants[1] : nullptr;
+  return make_onednn_matmul(m);
+}
+
+int batch_kind(const std::vector<int64_t>& off, int64_t step) {
+  bool seq = true, zero = true;
+  for (size_t i = 0; i < off.size(); ++i) {
+    seq = seq && off[i] == static_cast<int64_t>(i) * step;
+    zero = zero && off[i] == 0;
+  }
+  return zero ? 0 : (seq ? 1 : -1);
+}
+
+Result<std::unique_ptr<Kernel>> make_onednn_matmul(const OnednnMatmul& m) {
   try {
-    auto k = std::make_unique<OneDnnKernel>(p, s.threads);
-    const float* b = p.b_const ? s.constants[1]->data<float>() : nullptr;
-    TAC_RETURN_IF_ERROR(k->init(b));
-    return std::unique_ptr<Kernel>(std::move(k));
+    return std::unique_ptr<Kernel>(new OneDnnKernel(m));
   } catch (const dnnl::error& e) {
-    return not_applicable(std::string("oneDNN matmul: ") + e.what());
+    return not_applicable(std::string("oneDNN has no matmul for this step: ") + e.what());
   }
 }
 

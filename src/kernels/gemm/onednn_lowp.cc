@@ -1,5 +1,5 @@
 // Lower-precision GEMM tactics (the builder's precision rewrite makes these steps, see
-// src/builder/precision.h): oneDNN matmul with
+// src/builder/precision.h): the oneDNN matmul kernel of onednn_matmul.h with
 //   onednn_bf16: bf16 A and B, bf16 C, fp32 bias, bf16 residual (binary add post-op), AVX512-BF16;
 //   onednn_int8: u8 or s8 A, s8 constant B, fp32 C with per-column output scales
 //                x_scale * w_scales[n] (node attributes), fp32 bias and residual, AVX512-VNNI.
@@ -12,6 +12,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "kernels/gemm/onednn_matmul.h"
 #include "kernels/gemm/problem.h"
 #include "kernels/onednn_common.h"
 #include "kernels/tactic.h"
@@ -25,15 +26,6 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 enum class Lowp { bf16, int8 };
-
-int batch_kind(const std::vector<int64_t>& off, int64_t step) {
-  bool seq = true, zero = true;
-  for (size_t i = 0; i < off.size(); ++i) {
-    seq = seq && off[i] == static_cast<int64_t>(i) * step;
-    zero = zero && off[i] == 0;
-  }
-  return zero ? 0 : (seq ? 1 : -1);
-}
 
 // The step's dtypes for `kind`, then its fp32 geometry (analyze_problem on a copy whose dtypes
 // read fp32).
@@ -89,137 +81,6 @@ Status analyze_lowp(const StepDesc& s, Lowp kind, Problem& p) {
   return Status::ok();
 }
 
-class LowpMatmulKernel final : public Kernel {
- public:
-  LowpMatmulKernel(const Problem& p, Lowp kind, int threads)
-      : p_(p), kind_(kind), threads_(std::max(threads, 1)), strm_(cpu_engine()) {}
-
-  void init(const StepDesc& s) {
-    const bool batched = p_.batches > 1;
-    const memory::dim nb = p_.batches, M = p_.M, N = p_.N, K = p_.K;
-    auto dims = [&](memory::dim b, memory::dim r, memory::dim c) {
-      return batched ? memory::dims{b, r, c} : memory::dims{r, c};
-    };
-    auto strides = [&](memory::dim bs, memory::dim rs, memory::dim cs) {
-      return batched ? memory::dims{bs, rs, cs} : memory::dims{rs, cs};
-    };
-    const dt a_t = dnnl_type(s.in_dtypes[0]), b_t = dnnl_type(s.in_dtypes[1]), c_t = dnnl_type(s.out_dtypes[0]);
-    const memory::dim ab = batched && batch_kind(p_.a_off, M * K) == 1 ? nb : 1;
-    const memory::dim bb = batched && batch_kind(p_.b_off, K * N) == 1 ? nb : 1;
-    src_md_ = memory::desc(dims(ab, M, K), a_t, strides(M * K, p_.a_rs, p_.a_cs));
-    user_wei_md_ = memory::desc(dims(bb, K, N), b_t, strides(K * N, p_.b_rs, p_.b_cs));
-    dst_md_ = memory::desc(dims(nb, M, N), c_t, strides(M * N, N, 1));
-    const memory::desc wei_any = p_.b_const ? memory::desc(dims(bb, K, N), b_t, tag::any) : user_wei_md_;
-    if (p_.bias_input >= 0) bias_md_ = memory::desc(dims(1, 1, N), dt::f32, strides(N, N, 1));
-
-    dnnl::primitive_attr attr;
-    dnnl::post_ops po;
-    if (p_.alpha != 1.0f) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, p_.alpha, 0.0f);
-    if (kind_ == Lowp::int8) {
-      // oneDNN 2.x applies the bias before the output scales: pre-divide it (see run()).
-      const float xs = s.node->attr("x_scale")->f;
-      const auto& ws = s.node->attr("w_scales")->floats;
-      scales_.resize(ws.size());
-      for (size_t i = 0; i < ws.size(); ++i) scales_[i] = xs * ws[i];
-      attr.set_output_scales(1 << (batched ? 2 : 1), scales_);
-    }
-    if (p_.res_input >= 0) {
-      const memory::dim rb = batched && batch_kind(p_.r_off, p_.res_rows * p_.res_cols) == 1 ? nb : 1;
-      res_md_ = memory::desc(dims(rb, p_.res_rows, p_.res_cols), dnnl_type(s.in_dtypes[static_cast<size_t>(p_.res_input)]),
-                             strides(p_.res_rows * p_.res_cols, p_.res_cols, 1));
-      po.append_binary(dnnl::algorithm::binary_add, res_md_);
-    }
-    using A = ir::Epilogue::Act;
-    switch (p_.act.act) {
-      case A::none: break;
-      case A::relu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
-      case A::leaky_relu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, p_.act.alpha, 0.0f); break;
-      case A::clip: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, p_.act.alpha, p_.act.beta); break;
-      case A::sigmoid: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f); break;
-      case A::tanh: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f); break;
-      case A::gelu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f); break;
-      case A::silu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f); break;
-      case A::hard_swish: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 1.0f / 6.0f, 0.5f); break;
-      case A::hard_sigmoid:
-        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, p_.act.alpha, p_.act.beta);
-        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 1.0f);
-        break;
-    }
-    // y_scale: y / y_scale as the last post-op; the f32 -> s8/u8 store rounds to nearest even
-    // and saturates.
-    if (const ir::Attribute* ys = s.node->attr("y_scale"); ys && kind_ == Lowp::int8)
-      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / ys->f, 0.0f);
-    attr.set_post_ops(po);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    auto d = p_.bias_input >= 0 ? dnnl::matmul::desc(src_md_, wei_any, bias_md_, dst_md_)
-                                : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
-    pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
-    prim_ = dnnl::matmul(pd_);
-    if (p_.b_const) {
-      weights_ = memory(pd_.weights_desc(), cpu_engine());
-      memory user(user_wei_md_, cpu_engine(), const_cast<void*>(s.constants[1]->raw()));
-      dnnl::reorder(user, weights_).execute(strm_, user, weights_);
-      strm_.wait();
-    }
-    if (kind_ == Lowp::int8 && p_.bias_input >= 0) {
-      bias_scaled_.resize(static_cast<size_t>(N));
-      bias_const_ = s.constants[static_cast<size_t>(p_.bias_input)];
-      if (bias_const_)
-        for (int64_t i = 0; i < N; ++i)
-          bias_scaled_[static_cast<size_t>(i)] = bias_const_->data<float>()[i] / scales_[static_cast<size_t>(i)];
-    }
-  }
-
-  size_t workspace_bytes() const override { return pd_.scratchpad_desc().get_size(); }
-
-  Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* workspace) override {
-    try {
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(threads_);
-      std::unordered_map<int, memory> args;
-      args.emplace(DNNL_ARG_SRC, memory(src_md_, cpu_engine(), in[0].data));
-      args.emplace(DNNL_ARG_WEIGHTS, weights_ ? weights_ : memory(user_wei_md_, cpu_engine(), in[1].data));
-      args.emplace(DNNL_ARG_DST, memory(dst_md_, cpu_engine(), out[0].data));
-      if (p_.bias_input >= 0) {
-        void* b = in[static_cast<size_t>(p_.bias_input)].data;
-        if (kind_ == Lowp::int8) {
-          if (!bias_const_) {  // a computed bias: scale it here
-            const float* bf = static_cast<const float*>(b);
-            for (size_t i = 0; i < bias_scaled_.size(); ++i) bias_scaled_[i] = bf[i] / scales_[i];
-          }
-          b = bias_scaled_.data();
-        }
-        args.emplace(DNNL_ARG_BIAS, memory(bias_md_, cpu_engine(), b));
-      }
-      if (p_.res_input >= 0) {
-        const int index = p_.alpha != 1.0f ? 1 : 0;
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,
-                     memory(res_md_, cpu_engine(), in[static_cast<size_t>(p_.res_input)].data));
-      }
-      if (pd_.scratchpad_desc().get_size() > 0)
-        args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), cpu_engine(), workspace));
-      prim_.execute(strm_, args);
-      strm_.wait();
-      omp_set_num_threads(saved);
-    } catch (const dnnl::error& e) {
-      return internal_error(std::string("oneDNN low-precision matmul: ") + e.what());
-    }
-    return Status::ok();
-  }
-
- private:
-  Problem p_;
-  Lowp kind_;
-  int threads_;
-  dnnl::stream strm_;
-  memory::desc src_md_, user_wei_md_, dst_md_, bias_md_, res_md_;
-  dnnl::matmul::primitive_desc pd_;
-  dnnl::matmul prim_;
-  memory weights_;
-  std::vector<float> scales_, bias_scaled_;
-  const Tensor* bias_const_ = nullptr;
-};
-
 template <Lowp K>
 Status lowp_applies(const StepDesc& s) {
   Problem p;
@@ -242,15 +103,21 @@ double lowp_cost(const StepDesc& s) {
 
 template <Lowp K>
 Result<std::unique_ptr<Kernel>> lowp_prepare(const StepDesc& s) {
-  Problem p;
-  TAC_RETURN_IF_ERROR(analyze_lowp(s, K, p));
-  try {
-    auto k = std::make_unique<LowpMatmulKernel>(p, K, s.threads);
-    k->init(s);
-    return std::unique_ptr<Kernel>(std::move(k));
-  } catch (const dnnl::error& e) {
-    return not_applicable(std::string("oneDNN low-precision matmul: ") + e.what());
+  OnednnMatmul m;
+  TAC_RETURN_IF_ERROR(analyze_lowp(s, K, m.p));
+  m.threads = s.threads;
+  m.a = dnnl_type(s.in_dtypes[0]);
+  m.b = dnnl_type(s.in_dtypes[1]);
+  m.c = dnnl_type(s.out_dtypes[0]);
+  if (m.p.res_input >= 0) m.res = dnnl_type(s.in_dtypes[static_cast<size_t>(m.p.res_input)]);
+  m.b_const = m.p.b_const ? s.constants[1] : nullptr;
+  if (K == Lowp::int8) {
+    const float xs = s.node->attr("x_scale")->f;
+    for (float ws : s.node->attr("w_scales")->floats) m.scales.push_back(xs * ws);
+    if (m.p.bias_input >= 0) m.bias = s.constants[static_cast<size_t>(m.p.bias_input)];
+    if (const ir::Attribute* ys = s.node->attr("y_scale")) m.y_scale = ys->f;
   }
+  return make_onednn_matmul(m);
 }
 
 }  // namespace
