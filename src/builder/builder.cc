@@ -779,8 +779,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
         // The search values leave out the reference fallback where a real kernel applies: it stays
         // pinnable, but a search point pinning the scalar float64 kernel on BERT-base's GEMMs ran
         // for minutes (past the whole tune budget) to learn what is known, that it is slowest.
-        const bool fallback = std::string(t->name) == "reference" || std::string(t->name) == "host_reference";
-        if ((variant == 0 || variant == 5) && !(fallback && r2.candidates.size() > 1)) {
+        if ((variant == 0 || variant == 5) && !(t->catch_all && r2.candidates.size() > 1)) {
           auto& dv = default_values[n.name];
           if (dv.empty()) dv.push_back("auto");
           if (std::find(dv.begin(), dv.end(), t->name) == dv.end()) dv.push_back(t->name);

@@ -18,7 +18,7 @@ void print_plan_summary(const builder::Plan& plan, bool verbose) {
               plan.steps.size(), static_cast<double>(plan.arena_bytes) / 1e6, static_cast<double>(plan.workspace_bytes) / 1e6,
               static_cast<double>(plan.weight_bytes()) / 1e6, plan.threads, plan.report.build_ms);
   int host_fallbacks = 0;
-  for (const builder::PlanStep& st : plan.steps) host_fallbacks += std::string(st.tactic->name) == "host_reference";
+  for (const builder::PlanStep& st : plan.steps) host_fallbacks += st.tactic->on_host;
   std::printf("backend: %s on %s", kernels::backend_name(plan.backend), plan.device.c_str());
   if (plan.backend == kernels::Backend::cuda)
     std::printf(", %d of %zu steps fall back to the host (host_reference)\nlibraries: %s", host_fallbacks,
@@ -83,7 +83,7 @@ void warn_host_steps(const builder::Plan& plan) {
   if (plan.backend != kernels::Backend::cuda) return;
   const ir::Graph& g = plan.model.graph;
   for (const builder::PlanStep& st : plan.steps)
-    if (std::string(st.tactic->name) == "host_reference")
+    if (st.tactic->on_host)
       std::fprintf(stderr,
                    "warning: %s runs on the host (host_reference): every run pays a device synchronisation and two "
                    "copies (inputs to the host, outputs back), and the CUDA graph is off for the whole engine\n",

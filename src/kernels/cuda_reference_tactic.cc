@@ -78,10 +78,12 @@ double host_cost(const StepDesc& s) {
 std::span<const Tactic> cuda_reference_tactics() {
   static const std::vector<Tactic> table = [] {
     std::vector<Tactic> t;
-    for (const Tactic& r : reference_tactics())
+    for (const Tactic& r : reference_tactics()) {
       t.push_back(Tactic{"host_reference", r.op, "the reference kernel on the host, with copies to and from the device (slow)",
                          host_applies, host_cost, HostReferenceKernel::create, Backend::cuda, /*layouts=*/false,
                          /*dynamic_shapes=*/true});
+      t.back().catch_all = t.back().on_host = true;
+    }
     return t;
   }();
   return table;

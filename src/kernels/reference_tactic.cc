@@ -100,10 +100,12 @@ std::span<const Tactic> reference_tactics() {
     std::vector<Tactic> t;
     for (int i = 0; i < ir::kNumOps; ++i) {
       auto op = static_cast<ir::OpKind>(i);
-      if (ref::reference_kernel(op))
+      if (ref::reference_kernel(op)) {
         t.push_back(Tactic{"reference", op, "the reference interpreter's kernel (float64 accumulation; slow)",
                            reference_applies, reference_cost, reference_prepare, Backend::cpu,
                            /*layouts=*/false, /*dynamic_shapes=*/true, /*approximate=*/false, /*fallback=*/true});
+        t.back().catch_all = true;
+      }
     }
     return t;
   }();

@@ -108,6 +108,12 @@ struct Tactic {
   // elementwise ops over input 0. oneDNN's convolutions over the residual (input 3 of FusedConv):
   // their sum post-op starts from dst holding it, so the copy into dst goes.
   int over_input = -1;
+  // Runs any op through the reference interpreter's kernel (reference, host_reference): the
+  // tuner's search values leave it out where a real kernel applies (it stays pinnable).
+  bool catch_all = false;
+  // A tactic of the CUDA backend whose kernel runs on the host, with copies to and from the device
+  // (host_reference): an engine with such a step cannot be captured in a CUDA graph.
+  bool on_host = false;
 };
 
 // Every CPU tactic for `op` (the reference fallback included, always last). With

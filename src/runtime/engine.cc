@@ -97,7 +97,7 @@ Result<std::unique_ptr<Engine>> Engine::create(builder::Plan plan) {
   } else if (on_device && p.cuda_graphs) {
     e->use_graph_ = true;
     for (const builder::PlanStep& st : p.steps)
-      if (std::string(st.tactic->name) == "host_reference") {
+      if (st.tactic->on_host) {
         e->use_graph_ = false;
         e->graph_off_reason_ = "a step runs on the host (" + g.nodes[static_cast<size_t>(st.node)].label() + ")";
         break;
