@@ -18,6 +18,7 @@
 // (fp32 for ours); a bias computed at run time must be fp32 and goes through our epilogue.
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "kernels/cuda_util.h"
 #include "kernels/elementwise/cuda_kernels.h"
@@ -177,28 +178,38 @@ Result<std::vector<cublasLtMatmulHeuristicResult_t>> heuristic(cuda::Context& c,
   return r;
 }
 
-// The workspace each algorithm the heuristic offers for a problem needs, in its order (cached:
-// applies() runs per node and per build); nullptr without a device.
-const std::vector<size_t>* algo_workspaces(const LtProblem& q) {
+// The algorithms cuBLASLt's heuristic offers for a problem, in its order, cached per problem for
+// the process: applies() asks per node and per build, every kernel's init() again, and a
+// persistent evaluator (tuner/evaluator.h) builds candidate after candidate. Empty when the
+// heuristic has none (or failed); nullptr without a device.
+const std::vector<cublasLtMatmulHeuristicResult_t>* algos_for(const LtProblem& q) {
   static std::mutex mu;
-  static std::map<std::string, std::vector<size_t>> cache;
+  static std::map<std::string, std::vector<cublasLtMatmulHeuristicResult_t>> cache;
   cuda::Context* c = cuda::context_if_available();
   if (!c) return nullptr;
   std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = cache.emplace(q.key(), std::vector<size_t>{});
+  auto [it, fresh] = cache.emplace(q.key(), std::vector<cublasLtMatmulHeuristicResult_t>{});
   if (fresh) {
     LtDescs ds;
     auto r = make_descs(q, ds).is_ok() ? heuristic(*c, ds) : Result<std::vector<cublasLtMatmulHeuristicResult_t>>(internal_error(""));
-    if (r)
-      for (const cublasLtMatmulHeuristicResult_t& a : *r) it->second.push_back(a.workspaceSize);
+    if (r) it->second = std::move(r).value();
   }
   return &it->second;
+}
+
+// The workspace each of those algorithms needs; nullptr without a device.
+std::optional<std::vector<size_t>> algo_workspaces(const LtProblem& q) {
+  const std::vector<cublasLtMatmulHeuristicResult_t>* algos = algos_for(q);
+  if (!algos) return std::nullopt;
+  std::vector<size_t> ws;
+  for (const cublasLtMatmulHeuristicResult_t& a : *algos) ws.push_back(a.workspaceSize);
+  return ws;
 }
 
 template <int I, bool G>
 Status lt_applies(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s, G));
-  const std::vector<size_t>* ws = algo_workspaces(q);
+  const std::optional<std::vector<size_t>> ws = algo_workspaces(q);
   if (!ws) return Status::ok();
   if (I >= static_cast<int>(ws->size()))
     return not_applicable("cuBLASLt's heuristic offers " + std::to_string(ws->size()) + " algorithms here");
@@ -221,10 +232,11 @@ class LtKernel final : public Kernel {
   LtKernel(LtProblem q, cuda::Context* c) : q_(std::move(q)), c_(c) {}
   Status init(int index) {
     TAC_RETURN_IF_ERROR(make_descs(q_, ds_));
-    TAC_ASSIGN_OR_RETURN(auto algos, heuristic(*c_, ds_));
-    if (index >= static_cast<int>(algos.size()))
-      return not_applicable("cuBLASLt's heuristic offers " + std::to_string(algos.size()) + " algorithms here");
-    algo_ = algos[static_cast<size_t>(index)];
+    const std::vector<cublasLtMatmulHeuristicResult_t>* algos = algos_for(q_);
+    if (!algos) return unsupported("cuBLASLt: no CUDA device");
+    if (index >= static_cast<int>(algos->size()))
+      return not_applicable("cuBLASLt's heuristic offers " + std::to_string(algos->size()) + " algorithms here");
+    algo_ = (*algos)[static_cast<size_t>(index)];
     // A constant bias, uploaded once: in D's type for cuBLASLt's epilogue, in fp32 for ours.
     if (q_.bias_const && (q_.t != Elem::f32 || q_.bias_dtype != DType::float32)) {
       const DType want = q_.lt_bias ? (q_.t == Elem::f16 ? DType::float16 : q_.t == Elem::bf16 ? DType::bfloat16 : DType::float32)
