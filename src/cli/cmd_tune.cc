@@ -229,16 +229,7 @@ int cmd_tune(int argc, char** argv) {
     }
   }
   for (const std::string& w : s.warnings) std::fprintf(stderr, "tactician tune: warning: %s\n", w.c_str());
-  {  // where the time went (issue 28): per evaluation and in total
-    const auto& t = s.time;
-    const double per = t.evaluations > 0 ? 1e3 / t.evaluations : 0;
-    std::printf(
-        "time: reference %.1f s; %d evaluations %.1f s (%.0f ms each: build %.0f, check %.0f, timing %.0f, "
-        "evaluator %.0f); the tuner itself %.1f s; %.1f candidates per minute\n",
-        t.reference_s, t.evaluations, t.evaluations_s, t.evaluations_s * per, t.build_s * per, t.check_s * per, t.measure_s * per,
-        (t.evaluations_s - t.build_s - t.check_s - t.measure_s) * per, std::max(0.0, s.wall_s - t.reference_s - t.evaluations_s),
-        s.wall_s > 0 ? 60.0 * s.candidates / s.wall_s : 0);
-  }
+  std::printf("time: %s\n", s.time_text().c_str());  // where the time went (issue 28)
   double saved_ms = s.default_ms - s.best_ms;
   if (saved_ms > 0 && !is_default)
     std::printf("tuning cost %.0f s of wall time; it pays back after %.0f inferences\n", s.wall_s,

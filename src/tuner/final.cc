@@ -95,7 +95,9 @@ Status TuneSession::write_outputs() {
   sum_.wall_s = elapsed();
   TAC_RETURN_IF_ERROR(write(opts_.out_dir + "/summary.json", sum_.to_json() + "\n"));
   std::vector<std::string> skipped;  // the report lists them
-  ReportVerdict verdict{model_.hash, sum_.tolerance, NAN, sum_.verdict, sum_.warnings};
+  ReportVerdict verdict{model_.hash,   sum_.tolerance,
+                        NAN,           sum_.verdict,
+                        sum_.warnings, "Where this run's " + detail::fmt(sum_.wall_s, 0) + " s went: " + sum_.time_text() + "."};
   for (const Bound& b : opts_.tolerance.bounds)
     if (b.metric == "l2" && !b.at_least) verdict.l2_bound = b.value;
   return write_report(opts_.db_path, opts_.out_dir + "/report.html", &skipped, &verdict);

@@ -198,6 +198,7 @@ Status write_report(const std::string& db_path, const std::string& html_path, st
       h << "<p style='font-size:16px;border:2px solid #2ca02c;padding:8px'><b>The tuner " << esc(v->verdict)
         << ".</b><br>Every accepted candidate kept each output within the tolerance <code>" << esc(v->tolerance)
         << "</code>.</p>";
+      if (!v->time.empty()) h << "<p>" << esc(v->time) << "</p>";
       for (const std::string& w : v->warnings)
         h << "<p style='border:2px solid #d62728;padding:6px'><b>Warning:</b> " << esc(w) << "</p>";
     }

@@ -23,6 +23,7 @@ struct ReportVerdict {
   double l2_bound = NAN;   // the tolerance's l2 bound (NaN: none)
   std::string verdict;     // TuneSummary::verdict
   std::vector<std::string> warnings;
+  std::string time;  // where this run's wall time went, in words ("" = not shown)
 };
 Status write_report(const std::string& db_path, const std::string& html_path, std::vector<std::string>* skipped,
                     const ReportVerdict* verdict = nullptr);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "core/json.h"
@@ -180,6 +181,19 @@ IsolatedSeed isolated_seed(const SearchSpace& space, const builder::KnobSpace& k
     if (pos != dim.values.end()) seed.grouped[d] = static_cast<int>(pos - dim.values.begin());
   }
   return seed;
+}
+
+std::string TuneSummary::time_text() const {
+  const double per = time.evaluations > 0 ? 1e3 / time.evaluations : 0;
+  char b[512];
+  std::snprintf(b, sizeof b,
+                "reference %.1f s; %d evaluations %.1f s (%.0f ms each: build %.0f, check %.0f, timing %.0f, "
+                "evaluator %.0f); the tuner itself %.1f s; %.1f candidates per minute",
+                time.reference_s, time.evaluations, time.evaluations_s, time.evaluations_s * per, time.build_s * per,
+                time.check_s * per, time.measure_s * per,
+                (time.evaluations_s - time.build_s - time.check_s - time.measure_s) * per,
+                std::max(0.0, wall_s - time.reference_s - time.evaluations_s), wall_s > 0 ? 60.0 * candidates / wall_s : 0);
+  return b;
 }
 
 std::string TuneSummary::to_json() const {

@@ -99,6 +99,8 @@ struct TuneSummary {
     double reference_s = 0, evaluations_s = 0, build_s = 0, check_s = 0, measure_s = 0;
     int evaluations = 0;
   } time;
+  // `time` in words: per evaluation and in total, the tuner's own time, candidates per minute.
+  std::string time_text() const;
   std::string to_json() const;
 };
 

@@ -20,8 +20,14 @@ for k in ("default_ms", "best_ms", "speedup", "candidates", "failed", "rejected"
     assert k in s, k
 assert s["candidates"] == 5, s["candidates"]
 assert s["default_ms"] > 0 and s["best_ms"] > 0
+# Where the time went (issue 28): every evaluation counted, split into build, check and timing.
+t = s["time"]
+assert t["evaluations"] > s["candidates"], t  # the candidates, re-measurements, the final comparison, the save
+assert 0 < t["build_s"] + t["check_s"] + t["measure_s"] <= t["evaluations_s"] <= s["wall_s"] + 0.5, t
+assert t["measure_s"] > 0 and t["reference_s"] > 0, t
 PY
 for f in best.plan best.route summary.json report.html; do [ -s "$tmp/out/$f" ] || fail "missing $f"; done
+grep -q "Where this run.s [0-9]* s went: reference" "$tmp/out/report.html" || fail "the report does not say where the time went"
 # The saved best route replays, and the saved plan runs and passes check against the reference.
 "$bin" build "$model" --route-file "$tmp/out/best.route" > /dev/null 2>&1 || fail "best.route does not build"
 "$bin" run "$model" --plan "$tmp/out/best.plan" --random-inputs > /dev/null 2>&1 || fail "best.plan does not run"
