@@ -36,9 +36,11 @@ namespace tac::tuner {
 namespace detail {
 
 // Writes the tuner's reference data under `dir`: the inputs and the expected outputs (given, or
-// computed once with the reference interpreter); `dims` gains the sizes the data binds.
+// computed once: by the reference interpreter, or where that would be slow by an fp32 CPU engine
+// checked against it at size 1); `dims` gains the sizes the data binds; `how` says where the
+// expected outputs came from.
 Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std::string& dir,
-                         std::map<std::string, int64_t>& dims);
+                         std::map<std::string, int64_t>& dims, std::string* how = nullptr);
 // What every child of a tune or explain run is asked, with its route and measuring time: the
 // reference data and int8 calibration cache under `work`, the bound dims, the backend.
 EvalRequest eval_request(const TuneOptions& opts, const std::string& work, const std::vector<std::string>& dim_flags,
