@@ -388,10 +388,6 @@ bool parse_report(const std::string& out, EvalResult& r) {
   return have_status;
 }
 
-}  // namespace
-
-namespace {
-
 // A child process of the tuner: its pid and this side of the socket that is its stdout (and, for
 // a persistent worker, its stdin).
 struct Child {
@@ -498,9 +494,11 @@ int reap(Child& c) {
   return ws;
 }
 
-// The outcome of an evaluation whose report came back without a status line: killed, interrupted
-// or dead (`ws`: its wait status).
-void set_failure(EvalResult& r, ReadEnd end, int ws, const EvalLimits& limits) {
+// The outcome of an evaluation whose reading ended with `end` (`ws`: the child's wait status once
+// reaped). The child's report stands when it had a status, also one that raced an interrupt, but
+// not one that raced the time limit; otherwise the child was interrupted, timed out or died.
+void settle(EvalResult& r, ReadEnd end, int ws, bool have_status, const EvalLimits& limits) {
+  if (have_status && end != ReadEnd::timeout) return;
   if (end == ReadEnd::interrupted) {
     r.status = "interrupted";
     r.reason = interrupt_reason() + ": the child was killed";
@@ -538,9 +536,7 @@ EvalResult evaluate_in_child(const EvalRequest& req, const EvalLimits& limits, O
   const ReadEnd end = read_child(*child, limits.timeout_s, on_interrupt == OnInterrupt::stop, t0, "", out);
   const int ws = reap(*child);
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bool have_status = parse_report(out, r);
-  // A complete report that raced the interrupt is kept; one that raced the time limit is not.
-  if (!(have_status && end != ReadEnd::timeout)) set_failure(r, end, ws, limits);
+  settle(r, end, ws, parse_report(out, r), limits);
   return r;
 }
 
@@ -592,7 +588,7 @@ EvalResult EvalWorker::evaluate(const EvalRequest& req, const EvalLimits& limits
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const bool have_status = parse_report(out, r);
   if (end != ReadEnd::marker) {
-    if (!(have_status && end != ReadEnd::timeout)) set_failure(r, end, ws, limits);
+    settle(r, end, ws, have_status, limits);
   } else if (!have_status) {
     r.status = "crashed";
     r.reason = "the worker answered without a result";

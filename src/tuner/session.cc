@@ -81,10 +81,10 @@ Result<std::vector<Datum>> engine_outputs(const ir::Model& m, const std::vector<
 // user's tolerance (cos>=0.999, say) is orders of magnitude looser than an fp32 engine's error.
 // `how` says which computed them.
 Result<std::vector<Datum>> expected_outputs(const ir::Model& m, const std::vector<Datum>& inputs,
-                                            const std::map<std::string, int64_t>& dims, bool user_tolerance, std::string& how) {
+                                            const std::map<std::string, int64_t>& dims, bool users_tolerance, std::string& how) {
   constexpr double kSlow = 2;
   how = "the reference interpreter";
-  if (!user_tolerance) return ref::run_model(m, inputs);
+  if (!users_tolerance) return ref::run_model(m, inputs);
   std::map<std::string, int64_t> ones;
   for (const auto& [sym, n] : dims) ones[sym] = 1;
   int64_t full = 0, small = 0;
@@ -146,8 +146,7 @@ Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std:
   dims = bound.dims;
   std::string source = "the given outputs (--inputs)";
   if (expected.empty()) {
-    const bool user_tolerance = opts.tolerance.to_string() != Tolerance::default_fp32().to_string();
-    TAC_ASSIGN_OR_RETURN(expected, expected_outputs(m, inputs, dims, user_tolerance, source));
+    TAC_ASSIGN_OR_RETURN(expected, expected_outputs(m, inputs, dims, user_tolerance(opts), source));
   }
   if (how) *how = source;
   if (std::error_code ec; !fs::create_directories(dir, ec) && ec)
@@ -188,6 +187,8 @@ Result<std::string> make_temp_dir(const std::string& prefix) {
   if (!::mkdtemp(name.data())) return io_error(name + ": cannot create a temporary folder: " + std::strerror(errno));
   return name;
 }
+
+bool user_tolerance(const TuneOptions& opts) { return opts.tolerance.to_string() != Tolerance::default_fp32().to_string(); }
 
 RemoveOnExit::~RemoveOnExit() {
   std::error_code ec;
@@ -325,8 +326,7 @@ Status TuneSession::set_up() {
   if (opts_.fixed.values.count("threads") && opts_.fixed.values.at("threads") != threads_)
     return invalid_argument("--route sets threads=" + opts_.fixed.values.at("threads") + ", --threads " + threads_);
   if (Status st = builder::validate_route(opts_.fixed, knobs_); !st.is_ok()) return invalid_argument("--route: " + st.message());
-  const bool user_tolerance = opts_.tolerance.to_string() != Tolerance::default_fp32().to_string();
-  TAC_ASSIGN_OR_RETURN(space_, make_search_space(knobs_, opts_.knob_globs, opts_.fixed, user_tolerance));
+  TAC_ASSIGN_OR_RETURN(space_, make_search_space(knobs_, opts_.knob_globs, opts_.fixed, detail::user_tolerance(opts_)));
   sum_.dimensions = space_.dims.size();
   sum_.space_size = space_.size();
   // The strategy's capabilities decide the phases; it is made again once the inspections have

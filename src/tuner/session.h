@@ -45,6 +45,10 @@ Status prepare_reference(const ir::Model& m, const TuneOptions& opts, const std:
 // reference data and int8 calibration cache under `work`, the bound dims, the backend.
 EvalRequest eval_request(const TuneOptions& opts, const std::string& work, const std::vector<std::string>& dim_flags,
                          const std::string& route_text, double seconds);
+// Whether the tune's tolerance is the user's (not the default fp32 one, which rejects every lower
+// precision): precision knobs are then searched, and large inputs may get their expected outputs
+// from an fp32 engine (prepare_reference).
+bool user_tolerance(const TuneOptions& opts);
 // A fresh folder of this user's alone under the system's temporary folder (mkdtemp).
 Result<std::string> make_temp_dir(const std::string& prefix);
 // Removes a folder when it goes out of scope ("" = nothing).

@@ -1,18 +1,19 @@
 // The tuning loop end to end on a small model: candidates evaluated in child processes, recorded
 // in the database, resumed on a second run; durations and search spaces.
-#include <gtest/gtest.h>
+#include "tuner/tune.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "tuner/database.h"
 #include "tuner/evaluator.h"
 #include "tuner/interrupt.h"
-#include "tuner/tune.h"
 
 namespace tac::tuner {
 namespace {
@@ -211,19 +212,46 @@ TEST(TuneSpace, ValuePriorsFollowIsolatedCosts) {
   EXPECT_NEAR(pr[1], 1.0 / 16 + 0.75 * r4 / (1 + 2 * r4), 1e-12);
 }
 
+// mnist-cntk's test data as the tuner writes it (input_0.pb, and expected_0.pb with `expected`)
+// in a fresh folder removed with the object, and a request for its model at threads=1.
+struct MnistRequest {
+  fs::path dir;
+  EvalRequest rq;
+  MnistRequest(const std::string& tag, bool expected) {
+    const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
+    dir = fs::temp_directory_path() / (tag + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
+    if (expected) fs::copy_file(zoo / "test_data_set_0" / "output_0.pb", dir / "expected_0.pb");
+    rq.model_path = (zoo / "model.onnx").string();
+    rq.data_dir = dir.string();
+    rq.route = "threads=1";
+  }
+  ~MnistRequest() { fs::remove_all(dir); }
+  static bool available() { return fs::exists(fs::path(TAC_MODELS_DIR) / "mnist-cntk" / "model.onnx"); }
+};
+
+// Runs `evaluate` while another thread asks for an interrupt (SIGINT) half a second in; the
+// result and how long it took in `seconds`. The interrupt stays requested.
+EvalResult interrupted_midway(const std::function<EvalResult()>& evaluate, double& seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread stopper([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    request_interrupt(SIGINT);
+  });
+  EvalResult r = evaluate();
+  stopper.join();
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
 // Paired timing in one child: both engines built and timed in alternating blocks; a compare route
 // that does not build fails the request naming it.
 TEST(Evaluator, ComparesTwoRoutesInOneChild) {
-  const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
-  if (!fs::exists(zoo / "model.onnx")) GTEST_SKIP() << "no model zoo";
-  const fs::path dir = fs::temp_directory_path() / ("tac_eval_cmp_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
-  EvalRequest rq;
-  rq.model_path = (zoo / "model.onnx").string();
-  rq.data_dir = dir.string();
-  rq.route = "threads=1";
+  if (!MnistRequest::available()) GTEST_SKIP() << "no model zoo";
+  MnistRequest m("tac_eval_cmp_", false);
+  EvalRequest& rq = m.rq;
   rq.compare_route = "threads=1 memory.planner=no_reuse pass.fuse_conv=off";
   rq.check = false;
   rq.min_seconds = 0.2;
@@ -243,7 +271,6 @@ TEST(Evaluator, ComparesTwoRoutesInOneChild) {
   EXPECT_EQ(bad.status, "build_failed");
   EXPECT_NE(bad.reason.find("compare route"), std::string::npos) << bad.reason;
   EXPECT_NE(bad.reason.find("pass.fuse_conv"), std::string::npos) << bad.reason;
-  fs::remove_all(dir);
 }
 
 // An interrupt (tuner/interrupt.h) kills the running child and reports "interrupted" (never a
@@ -265,46 +292,25 @@ TEST(Evaluator, AnInterruptStopsTheChildUnlessAskedToFinish) {
   clear_interrupt();
   EXPECT_EQ(interrupt_signal(), 0);
 
-  const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
-  if (!fs::exists(zoo / "model.onnx")) GTEST_SKIP() << "no model zoo";
-  const fs::path dir = fs::temp_directory_path() / ("tac_eval_int_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
-  rq.model_path = (zoo / "model.onnx").string();
-  rq.data_dir = dir.string();
-  rq.check = false;
-  rq.min_seconds = 60;  // measures for a minute unless stopped
-  const auto t0 = std::chrono::steady_clock::now();
-  std::thread stopper([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    request_interrupt(SIGINT);
-  });
-  EvalResult cut = evaluate_in_child(rq, lim);
-  stopper.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!MnistRequest::available()) GTEST_SKIP() << "no model zoo";
+  MnistRequest m("tac_eval_int_", false);
+  m.rq.check = false;
+  m.rq.min_seconds = 60;  // measures for a minute unless stopped
+  double s = 0;
+  const EvalResult cut = interrupted_midway([&] { return evaluate_in_child(m.rq, lim); }, s);
   clear_interrupt();
   EXPECT_EQ(cut.status, "interrupted") << cut.reason;
   EXPECT_EQ(cut.reason, "interrupted (SIGINT): the child was killed");
   EXPECT_LT(s, 5.0);
-  fs::remove_all(dir);
 }
 
 // The persistent evaluator (EvalWorker): one process serves request after request; a crash, a
 // hang and a build failure are recorded as such and the next request gets a fresh worker; an
 // accuracy rejection keeps it. Results match a fresh child's.
 TEST(Evaluator, APersistentWorkerServesRequestsAndIsReplacedAfterAFault) {
-  const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
-  if (!fs::exists(zoo / "model.onnx")) GTEST_SKIP() << "no model zoo";
-  const fs::path dir = fs::temp_directory_path() / ("tac_eval_worker_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
-  fs::copy_file(zoo / "test_data_set_0" / "output_0.pb", dir / "expected_0.pb");
-  EvalRequest rq;
-  rq.model_path = (zoo / "model.onnx").string();
-  rq.data_dir = dir.string();
-  rq.route = "threads=1";
+  if (!MnistRequest::available()) GTEST_SKIP() << "no model zoo";
+  MnistRequest m("tac_eval_worker_", true);
+  EvalRequest& rq = m.rq;
   rq.tolerance = "cos>=0.9999";
   rq.min_seconds = 0.05;
   rq.planted_faults = true;
@@ -348,22 +354,14 @@ TEST(Evaluator, APersistentWorkerServesRequestsAndIsReplacedAfterAFault) {
   const EvalResult c = w.evaluate(rq, lim);
   EXPECT_EQ(c.status, "ok") << c.reason;
   EXPECT_EQ(c.metrics_json, fresh.metrics_json);
-  fs::remove_all(dir);
 }
 
 // An interrupt kills a persistent worker in the middle of a request as it kills a fresh child:
 // "interrupted" (never recorded), within a second or so, and the next request gets a new worker.
 TEST(Evaluator, AnInterruptStopsAPersistentWorker) {
-  const fs::path zoo = fs::path(TAC_MODELS_DIR) / "mnist-cntk";
-  if (!fs::exists(zoo / "model.onnx")) GTEST_SKIP() << "no model zoo";
-  const fs::path dir = fs::temp_directory_path() / ("tac_eval_wint_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  fs::copy_file(zoo / "test_data_set_0" / "input_0.pb", dir / "input_0.pb");
-  EvalRequest rq;
-  rq.model_path = (zoo / "model.onnx").string();
-  rq.data_dir = dir.string();
-  rq.route = "threads=1";
+  if (!MnistRequest::available()) GTEST_SKIP() << "no model zoo";
+  MnistRequest m("tac_eval_wint_", false);
+  EvalRequest& rq = m.rq;
   rq.check = false;
   rq.min_seconds = 0.05;
   EvalLimits lim;
@@ -371,14 +369,8 @@ TEST(Evaluator, AnInterruptStopsAPersistentWorker) {
   EvalWorker w;
   ASSERT_EQ(w.evaluate(rq, lim).status, "ok");
   rq.min_seconds = 60;  // measures for a minute unless stopped
-  const auto t0 = std::chrono::steady_clock::now();
-  std::thread stopper([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    request_interrupt(SIGINT);
-  });
-  const EvalResult cut = w.evaluate(rq, lim);
-  stopper.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double s = 0;
+  const EvalResult cut = interrupted_midway([&] { return w.evaluate(rq, lim); }, s);
   EXPECT_EQ(cut.status, "interrupted") << cut.reason;
   EXPECT_EQ(cut.reason, "interrupted (SIGINT): the child was killed");
   EXPECT_LT(s, 5.0);
@@ -387,7 +379,6 @@ TEST(Evaluator, AnInterruptStopsAPersistentWorker) {
   clear_interrupt();
   rq.min_seconds = 0.05;
   EXPECT_EQ(w.evaluate(rq, lim).status, "ok");
-  fs::remove_all(dir);
 }
 
 TEST(Tune, EvaluatesRecordsAndResumes) {
