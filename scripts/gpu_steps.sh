@@ -35,6 +35,11 @@
 #                                   list) through CUDA engines (`check --backend cuda`, default route), held to
 #                                   tests/conformance/node.cuda.pass (no regression) -> OUT/nodes.txt (failures,
 #                                   unsupported, JSON counts), OUT/nodes.pass (this run's pass list)
+#   tune:MODEL:BATCH:BUDGET:EVAL[:TOL]  `tune --backend cuda --route precision.default=fp16 --evaluator EVAL` of bench
+#                                   MODEL at batch BATCH, --tolerance TOL (default "cos>=0.999") -> OUT/tune-<n>-MODEL-
+#                                   bBATCH-EVAL.txt (its output) and .json (summary.json: candidates, time split)
+#   overhead:MODEL:BATCH:N          bench/evaluator_overhead.py (fresh child vs persistent worker per request) on CUDA,
+#                                   fp16 default route -> OUT/overhead-MODEL-bBATCH.txt
 #   mpi:MODEL:BUDGET:NPS            tune DEVPACK's zoo MODEL on CUDA (fp16 default route, random strategy,
 #                                   seed 1) in one process, then under the carried mpirun with each -np
 #                                   of NPS (',' separated) -> OUT/mpi/<np>/summary.json, OUT/mpi-<np>.txt
@@ -51,7 +56,7 @@ source "$pkg/env.sh"
 mdir=/tmp/bench-models
 need=$(for s in "$@"; do
   case "$s" in
-    profile:*|ncutimes:*|pin:*|pinbench:*|compare:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
+    profile:*|ncutimes:*|pin:*|pinbench:*|compare:*|tune:*|overhead:*) IFS=: read -r _ m b _ <<< "$s"; echo "$m:$b" ;;
     ncu:*) IFS=: read -r _ m b _ _ <<< "$s"; echo "$m:$b" ;;
     torch:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
     bench:*) IFS=: read -r _ _ ms <<< "$s"; echo "$ms" | tr ',' '\n' ;;
@@ -155,6 +160,20 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
         --expect-pass "$root/tests/conformance/node.cuda.pass" --write-pass "$out/nodes.pass" > /tmp/nodes.txt 2>&1
       log "nodes: rc=$?"
       grep -E "^FAIL|^CRASH|^ERROR|^TIMEOUT|^UNSUP|^REGRESSION" /tmp/nodes.txt | head -400 > "$out/nodes.txt"; tail -4 /tmp/nodes.txt >> "$out/nodes.txt" ;;
+    tune:*)
+      IFS=: read -r _ m b budget ev tol <<< "$s"
+      n=$((n + 1))
+      td=/tmp/tune-$n-$m-b$b-$ev
+      rm -rf "$td" && mkdir -p "$td"
+      timeout 500 tactician tune "$mdir/$m/model.onnx" --backend cuda --route precision.default=fp16 --dim batch=$b \
+        --budget "$budget" --tolerance "${tol:-cos>=0.999}" --evaluator "$ev" --db "$td/tune.db" --out "$td" \
+        > "$out/tune-$n-$m-b$b-$ev.txt" 2>&1
+      log "tune $m b$b $ev: rc=$?"
+      cp "$td/summary.json" "$out/tune-$n-$m-b$b-$ev.json" 2>/dev/null ;;
+    overhead:*)
+      IFS=: read -r _ m b nreq <<< "$s"
+      timeout 400 python3 "$root/bench/evaluator_overhead.py" --bin "$pkg/bin/tactician" --model "$mdir/$m" --backend cuda \
+        --route "precision.default=fp16" --dim batch=$b --n "${nreq:-5}" > "$out/overhead-$m-b$b.txt" 2>&1 ;;
     mpi:*)
       IFS=: read -r _ m budget nps <<< "$s"
       args=("$dp/models/$m/model.onnx" --backend cuda --route precision.default=fp16 --tolerance "cos>=0.999"

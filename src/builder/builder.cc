@@ -1066,7 +1066,12 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
   auto t0 = std::chrono::steady_clock::now();
   BuildOptions opts = options;
   TAC_RETURN_IF_ERROR(apply_shape_ranges(m, opts));
-  TAC_ASSIGN_OR_RETURN(KnobSpace space, knob_space(m, opts));
+  std::shared_ptr<const KnobSpace> knobs = opts.knobs;
+  if (!knobs) {
+    TAC_ASSIGN_OR_RETURN(KnobSpace computed, knob_space(m, opts));
+    knobs = std::make_shared<const KnobSpace>(std::move(computed));
+  }
+  const KnobSpace& space = *knobs;
   TAC_RETURN_IF_ERROR(validate_route(route, space));
   Plan plan;
   const Route active = active_route(route, space, &plan.report.inactive);

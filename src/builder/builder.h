@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "builder/knobs.h"
@@ -26,6 +27,11 @@ struct BuildOptions {
   // across processes ("": none; the tuner gives its candidates one).
   std::string calibration_dir;
   std::string calibration_cache;
+  // The model's knob space under these options (knob_space's answer), when the caller already
+  // has it: build_plan then does not compute it again (six graph preparations, most of a build on
+  // a large model). Callers building many routes of one model (the tuner's evaluator worker)
+  // compute it once; it must be for the same model and options.
+  std::shared_ptr<const KnobSpace> knobs;
 };
 
 // Binds the model's symbolic input dims to the shapes of the given inputs; a dim already bound

@@ -182,7 +182,28 @@ struct ChildCache {
   std::optional<ir::Model> model;
   std::string data_dir;
   std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>> data;  // inputs, expected outputs
+  // The model's knob space under the build options of `knobs_key` (what every build of a route
+  // computes first, six graph preparations: once per worker instead).
+  std::string knobs_key;
+  std::shared_ptr<const builder::KnobSpace> knobs;
 };
+
+// The knob space for `opts` from the cache, computed on a miss; null when it fails (build_plan
+// then computes it again and reports the error).
+std::shared_ptr<const builder::KnobSpace> cached_knobs(ChildCache& cache, const ir::Model& m, const EvalRequest& req,
+                                                       const builder::BuildOptions& opts) {
+  std::string key = req.model_path + "\n" + req.backend + "\n" + req.shapes + "\n" + (req.planted_faults ? "1" : "0");
+  for (const std::string& d : req.dims) key += "\n" + d;
+  if (cache.knobs && cache.knobs_key == key) return cache.knobs;
+  cache.knobs.reset();
+  builder::BuildOptions o = opts;
+  if (!builder::apply_shape_ranges(m, o).is_ok()) return nullptr;
+  auto space = builder::knob_space(m, o);
+  if (!space) return nullptr;
+  cache.knobs = std::make_shared<const builder::KnobSpace>(std::move(space).value());
+  cache.knobs_key = std::move(key);
+  return cache.knobs;
+}
 
 // Builds, checks, times and profiles one request, reporting on stdout; the model and the
 // reference data come from `cache` when it holds them (a persistent worker's earlier requests).
@@ -212,6 +233,7 @@ int evaluate_request(const EvalRequest& req, ChildCache& cache) {
   if (!ranges) return child_fail("build_failed", ranges.status().to_string());
   opts.ranges = std::move(ranges).value();
   auto t0 = std::chrono::steady_clock::now();
+  opts.knobs = cached_knobs(cache, *model, req, opts);
   auto plan = builder::build_plan(*model, *route, opts);
   if (!plan) return child_fail("build_failed", plan.status().to_string());
   auto engine = runtime::Engine::create(std::move(plan).value());

@@ -168,6 +168,34 @@ TEST(BuilderRoute, BuildPlanRefusesBadRoutesAsInvalidArgument) {
   }
 }
 
+// BuildOptions::knobs: a caller's knob space is the one build_plan validates against and reads
+// (not recomputed), and with the model's own space the plan is the same as without it.
+TEST(BuilderRoute, BuildPlanUsesTheKnobSpaceItIsGiven) {
+  ir::Model m = small_model();
+  auto route = Route::parse("tactic.conv0=reference pass.fuse_conv=off");
+  ASSERT_TRUE(route.is_ok());
+  auto plain = builder::build_plan(m, *route, {});
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  builder::BuildOptions given;
+  given.knobs = std::make_shared<const KnobSpace>(space_of(m));
+  auto with = builder::build_plan(m, *route, given);
+  ASSERT_TRUE(with.is_ok()) << with.status().to_string();
+  ASSERT_EQ(with->steps.size(), plain->steps.size());
+  for (size_t i = 0; i < plain->steps.size(); ++i) EXPECT_EQ(with->steps[i].tactic, plain->steps[i].tactic) << i;
+  EXPECT_EQ(with->route, plain->route);
+  EXPECT_EQ(with->arena_bytes, plain->arena_bytes);
+  // A space without conv0's tactic knob: the route's pin is now an unknown knob.
+  KnobSpace partial;
+  const KnobSpace full = space_of(m);
+  for (const builder::Knob& k : full.knobs())
+    if (k.name != "tactic.conv0") partial.add(k);
+  given.knobs = std::make_shared<const KnobSpace>(std::move(partial));
+  auto refused = builder::build_plan(m, *route, given);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().kind(), ErrorKind::invalid_argument) << refused.status().to_string();
+  EXPECT_TRUE(contains(refused.status().message(), "tactic.conv0")) << refused.status().message();
+}
+
 TEST(BuilderKnobSpace, DeclaresGlobalPassAndTacticKnobsWithValidDefaults) {
   ir::Model m = small_model();
   KnobSpace space = space_of(m);
