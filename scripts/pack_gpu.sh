@@ -56,6 +56,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 nv=$(python3 -c "import glob,site; print(':'.join(glob.glob(site.getsitepackages()[0]+'/nvidia/*/lib')))" 2>/dev/null || true)
 export LD_LIBRARY_PATH="$here/lib${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$here/bin:$PATH"
+export TACTICIAN_BINARY="$here/bin/tactician"  # what the unit tests exec candidates from
 if [ -d "$here/ompi" ]; then  # the carried OpenMPI (pack_gpu.sh), relocated
   export OPAL_PREFIX="$here/ompi" PMIX_INSTALL_PREFIX="$here/ompi/lib/x86_64-linux-gnu/pmix2"
   export PATH="$here/ompi/bin:$PATH"

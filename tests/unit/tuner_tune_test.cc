@@ -212,6 +212,13 @@ TEST(TuneSpace, ValuePriorsFollowIsolatedCosts) {
   EXPECT_NEAR(pr[1], 1.0 / 16 + 0.75 * r4 / (1 + 2 * r4), 1e-12);
 }
 
+// The tactician binary candidates are evaluated by: this build's, or TACTICIAN_BINARY's where the
+// tests run from a package (scripts/pack_gpu.sh sets it; the build tree is not on that machine).
+std::string tactician_binary() {
+  const char* env = std::getenv("TACTICIAN_BINARY");
+  return env && *env ? env : TAC_BINARY;
+}
+
 // mnist-cntk's test data as the tuner writes it (input_0.pb, and expected_0.pb with `expected`)
 // in a fresh folder removed with the object, and a request for its model at threads=1.
 struct MnistRequest {
@@ -257,7 +264,7 @@ TEST(Evaluator, ComparesTwoRoutesInOneChild) {
   rq.min_seconds = 0.2;
   rq.compare_rounds = 3;
   EvalLimits lim;
-  lim.binary = TAC_BINARY;
+  lim.binary = tactician_binary();
   EvalResult r = evaluate_in_child(rq, lim);
   ASSERT_EQ(r.status, "ok") << r.reason;
   EXPECT_GT(r.median_ms, 0);
@@ -280,7 +287,7 @@ TEST(Evaluator, AnInterruptStopsTheChildUnlessAskedToFinish) {
   rq.model_path = "/nonexistent/model.onnx";
   rq.route = "threads=1";
   EvalLimits lim;
-  lim.binary = TAC_BINARY;
+  lim.binary = tactician_binary();
   request_interrupt(SIGTERM);
   EXPECT_EQ(interrupt_reason(), "interrupted (SIGTERM)");
   EvalResult before = evaluate_in_child(rq, lim);
@@ -315,7 +322,7 @@ TEST(Evaluator, APersistentWorkerServesRequestsAndIsReplacedAfterAFault) {
   rq.min_seconds = 0.05;
   rq.planted_faults = true;
   EvalLimits lim;
-  lim.binary = TAC_BINARY;
+  lim.binary = tactician_binary();
   lim.timeout_s = 5;
   ASSERT_TRUE(lim.persistent);
   EvalWorker w;
@@ -365,7 +372,7 @@ TEST(Evaluator, AnInterruptStopsAPersistentWorker) {
   rq.check = false;
   rq.min_seconds = 0.05;
   EvalLimits lim;
-  lim.binary = TAC_BINARY;
+  lim.binary = tactician_binary();
   EvalWorker w;
   ASSERT_EQ(w.evaluate(rq, lim).status, "ok");
   rq.min_seconds = 60;  // measures for a minute unless stopped
@@ -397,7 +404,7 @@ TEST(Tune, EvaluatesRecordsAndResumes) {
   o.cheap_seconds = 0.05;
   o.careful_seconds = 0.1;
   o.final_rounds = 2;
-  o.limits.binary = TAC_BINARY;
+  o.limits.binary = tactician_binary();
   o.knob_globs = {"tactic.*", "memory.*"};
   auto first = tune(o, {});
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
