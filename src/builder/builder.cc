@@ -67,10 +67,12 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend, const std::str
   space.add(searched(Searched::never, {knob::kThreads, threads, std::to_string(hardware_threads()),
                                         "intra-op threads (OpenMP)", KnobScope::global}));
   space.add(searched(Searched::when_named,
-                     {knob::kSelection, {"heuristic", "isolated"}, "heuristic",
+                     {knob::kSelection,
+                      {"heuristic", "isolated"},
+                      "heuristic",
                       "how tactics are chosen where the route does not pin one: the cost ranking's top-1 (heuristic), "
                       "or the fastest when each applicable tactic is timed alone on the layer (isolated: the classic "
-                      "profiling builder)",
+                      "profiling builder; once per kind of layer, the reference fallback untimed)",
                       KnobScope::global}));
   std::vector<std::string> prune;
   for (int i = 0; i <= kMaxPrune; ++i) prune.push_back(std::to_string(i));
@@ -841,7 +843,30 @@ std::string active_pin(const ir::Node& n, const kernels::StepDesc& desc, const R
 
 // Node n's step: its tactic by the route's pin, else by builder.selection (the cost ranking, or
 // each candidate timed alone); the ranking goes to the report.
-Result<PlanStep> select_step(const ir::Node& n, const RouteView& view, const BuildOptions& opts, Plan& plan) {
+// builder.selection=isolated's times within one build, per tactic and step: a step's time depends
+// on what its signature says (op, input types, attributes) and on its values' layouts and output
+// types, not on which node it is, so a network's repeated layers (BERT-base's twelve, ResNet's
+// blocks) are timed once. Only times are shared: applicability is still decided per node.
+class IsolatedTimes {
+ public:
+  double time(const kernels::Tactic& t, const ir::Graph& g, const ir::Node& n, const kernels::StepDesc& desc) {
+    std::string key = std::string(t.name) + "|" + node_signature(g, n) + "|";
+    for (ir::Layout l : desc.in_layouts) key += std::to_string(static_cast<int>(l)) + ",";
+    key += "|";
+    for (size_t i = 0; i < desc.out_dtypes.size(); ++i)
+      key += std::string(dtype_name(desc.out_dtypes[i])) + shape_to_string(desc.out_shapes[i]) +
+             std::to_string(static_cast<int>(desc.out_layout(i))) + ",";
+    auto [it, fresh] = ns_.try_emplace(std::move(key), 0.0);
+    if (fresh) it->second = time_isolated_impl(t, desc);
+    return it->second;
+  }
+
+ private:
+  std::map<std::string, double> ns_;
+};
+
+Result<PlanStep> select_step(const ir::Node& n, const RouteView& view, const BuildOptions& opts, Plan& plan,
+                             IsolatedTimes& isolated) {
   const ir::Graph& g = plan.model.graph;
   PlanStep step;
   step.node = n.index;
@@ -872,11 +897,15 @@ Result<PlanStep> select_step(const ir::Node& n, const RouteView& view, const Bui
   } else if (view.get(knob::kSelection) == "isolated" && ranked.candidates.size() > 1) {
     double best = INFINITY;
     for (auto& [t, cost] : ranked.candidates) {
-      if (t->approximate) {  // not the op's function: only the tuner, gated by accuracy, may pick it
-        cost = NAN;           // untimed: its model estimate is no time to rank beside measured ones
+      // Untimed (NaN: a model estimate is no time to rank beside measured ones): an approximate
+      // tactic, not the op's function (only the tuner, gated by accuracy, may pick it), and the
+      // catch-all reference kernels, which rank after every real kernel whatever they cost and
+      // took seconds per BERT-base GEMM to time (the tuner leaves them out of its search too).
+      if (t->approximate || t->catch_all) {
+        cost = NAN;
         continue;
       }
-      cost = time_isolated_impl(*t, desc);
+      cost = isolated.time(*t, g, n, desc);
       if (cost < best) {
         best = cost;
         step.tactic = t;
@@ -1087,8 +1116,9 @@ Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptio
       if (!d.known() && !d.symbol.empty()) plan.dims[d.symbol] = opts.dims.count(d.symbol) ? opts.dims.at(d.symbol) : 1;
   const ir::Graph& g = plan.model.graph;
 
+  IsolatedTimes isolated;
   for (const ir::Node& n : g.nodes) {
-    TAC_ASSIGN_OR_RETURN(PlanStep step, select_step(n, view, opts, plan));
+    TAC_ASSIGN_OR_RETURN(PlanStep step, select_step(n, view, opts, plan, isolated));
     plan.steps.push_back(std::move(step));
   }
   // The plan records what it was built from: the route without its inactive settings (those the

@@ -1,4 +1,5 @@
 // Routes: text form parsing, validation against the knob space, and the knob space itself.
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -272,6 +273,45 @@ namespace {
 
 // builder.prune=K keeps only the top-K ranked tactics: the plan takes the top-ranked one and a
 // pin outside the top K is refused naming the knob (the classic pruning, reproduced on demand).
+// builder.selection=isolated times a tactic once per kind of step: two MatMuls of the same
+// signature get the same measured times (two timings would not agree to the last bit), and the
+// catch-all reference kernel is not timed (NaN) where real kernels apply.
+TEST(BuilderSelection, IsolatedTimesEachKindOfStepOnceAndNotTheCatchAll) {
+  ModelBuilder mb(17);
+  mb.input("x", 1, {"4", "16"});
+  test::initializer_random(mb, "w1", {16, 16}, 21);
+  test::initializer_random(mb, "w2", {16, 16}, 22);
+  mb.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
+  mb.node("MatMul", {"h", "w2"}, {"y"}, "mm2");
+  mb.output("y", 1, {});
+  auto m = mb.load();
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  auto route = Route::parse("builder.selection=isolated threads=1");
+  ASSERT_TRUE(route.is_ok());
+  auto plan = builder::build_plan(*m, *route, {});
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  std::map<std::string, const builder::TacticRanking*> by_node;
+  for (const builder::TacticRanking& rk : plan->report.rankings) by_node[rk.node] = &rk;
+  ASSERT_TRUE(by_node.count("mm1") && by_node.count("mm2"));
+  const auto &a = *by_node["mm1"], &b = *by_node["mm2"];
+  EXPECT_EQ(a.why, "isolated");
+  ASSERT_EQ(a.candidates.size(), b.candidates.size());
+  ASSERT_GT(a.candidates.size(), 2u);
+  int timed = 0;
+  for (size_t i = 0; i < a.candidates.size(); ++i) {
+    const auto& [name, cost] = a.candidates[i];
+    EXPECT_EQ(name, b.candidates[i].first);
+    if (name == "reference") {
+      EXPECT_TRUE(std::isnan(cost)) << cost;
+      continue;
+    }
+    EXPECT_GT(cost, 0) << name;
+    EXPECT_EQ(cost, b.candidates[i].second) << name;
+    ++timed;
+  }
+  EXPECT_GE(timed, 2);
+}
+
 TEST(BuilderPrune, PinOutsideTheTopKIsRefused) {
   const std::string path = std::string(TAC_MODELS_DIR) + "/mnist-cntk/model.onnx";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no model zoo";
