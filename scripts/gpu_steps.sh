@@ -37,7 +37,8 @@
 #                                   unsupported, JSON counts), OUT/nodes.pass (this run's pass list)
 #   tune:MODEL:BATCH:BUDGET:EVAL[:TOL]  `tune --backend cuda --route precision.default=fp16 --evaluator EVAL` of bench
 #                                   MODEL at batch BATCH, --tolerance TOL (default "cos>=0.999") -> OUT/tune-<n>-MODEL-
-#                                   bBATCH-EVAL.txt (its output) and .json (summary.json: candidates, time split)
+#                                   bBATCH-EVAL.txt (its output) and .json (summary.json: candidates, time split);
+#                                   its database (every evaluation) in OUT/logs.tgz, tunedb/
 #   overhead:MODEL:BATCH:N          bench/evaluator_overhead.py (fresh child vs persistent worker per request) on CUDA,
 #                                   fp16 default route -> OUT/overhead-MODEL-bBATCH.txt
 #   mpi:MODEL:BUDGET:NPS            tune DEVPACK's zoo MODEL on CUDA (fp16 default route, random strategy,
@@ -169,7 +170,8 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
         --budget "$budget" --tolerance "${tol:-cos>=0.999}" --evaluator "$ev" --db "$td/tune.db" --out "$td" \
         > "$out/tune-$n-$m-b$b-$ev.txt" 2>&1
       log "tune $m b$b $ev: rc=$?"
-      cp "$td/summary.json" "$out/tune-$n-$m-b$b-$ev.json" 2>/dev/null ;;
+      cp "$td/summary.json" "$out/tune-$n-$m-b$b-$ev.json" 2>/dev/null
+      mkdir -p "$out/tunedb" && cp "$td/tune.db" "$out/tunedb/tune-$n-$m-b$b-$ev.db" 2>/dev/null ;;
     overhead:*)
       IFS=: read -r _ m b nreq <<< "$s"
       timeout 400 python3 "$root/bench/evaluator_overhead.py" --bin "$pkg/bin/tactician" --model "$mdir/$m" --backend cuda \

@@ -64,4 +64,9 @@ inline void append_activation(dnnl::post_ops& po, const ir::Epilogue& ep) {
   }
 }
 
+// Constant weights `src` (described by `from`) in the format `to`: reordered now, or the same
+// reordering an earlier kernel made of the same tensor while the weight cache is on
+// (kernels/weight_cache.h). The kernels only read the result.
+dnnl::memory reordered_weights(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, dnnl::stream& s);
+
 }  // namespace tac::kernels

@@ -23,6 +23,7 @@
 #include "builder/plan_file.h"
 #include "io/onnx_import.h"
 #include "io/tensor_io.h"
+#include "kernels/weight_cache.h"
 #include "runtime/engine.h"
 #include "runtime/measure.h"
 #include "tuner/accuracy.h"
@@ -311,6 +312,12 @@ int evaluate_request(const EvalRequest& req, ChildCache& cache) {
 // stdin (the tuner is done or gone).
 int serve_requests() {
   ChildCache cache;
+  // oneDNN's reordered weights kept across requests (kernels/weight_cache.h): up to a quarter of
+  // the worker's address-space limit, 2 GiB at most.
+  size_t cache_bytes = size_t{2} << 30;
+  if (rlimit lim{}; getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    cache_bytes = std::min<size_t>(cache_bytes, static_cast<size_t>(lim.rlim_cur / 4));
+  kernels::set_weight_cache_bytes(cache_bytes);
   while (true) {
     size_t n = 0;
     if (std::scanf("%zu", &n) != 1 || std::getchar() != '\n') return 0;

@@ -83,11 +83,8 @@ class OnednnKernel final : public Kernel {
       if (bias_const_)
         for (size_t m = 0; m < bias_scaled_.size(); ++m) bias_scaled_[m] = bias_const_->data<float>()[m] / scales_[m];
     }
-    // Weights: reordered once into the primitive's format.
-    weights_ = dnnl::memory(pd_.weights_desc(), eng);
-    dnnl::memory user_w(user_w_md, eng, const_cast<void*>(w.raw()));
-    dnnl::reorder(user_w, weights_).execute(stream_, user_w, weights_);
-    stream_.wait();
+    // Weights: reordered once into the primitive's format (or the weight cache's earlier reordering).
+    weights_ = reordered_weights(w, user_w_md, pd_.weights_desc(), stream_);
     reorder_src_ = pd_.src_desc() != user_src_md_;
     reorder_dst_ = pd_.dst_desc() != user_dst_md_;
     src_bytes_ = reorder_src_ ? round64(pd_.src_desc().get_size()) : 0;

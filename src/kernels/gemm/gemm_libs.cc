@@ -119,12 +119,7 @@ class OneDnnKernel final : public Kernel {
                                 : dnnl::matmul::desc(src_md_, wei_any, dst_md_);
     pd_ = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
     prim_ = dnnl::matmul(pd_);
-    if (m.b_const) {
-      weights_ = memory(pd_.weights_desc(), cpu_engine());
-      memory user(user_wei_md_, cpu_engine(), const_cast<void*>(m.b_const->raw()));
-      dnnl::reorder(user, weights_).execute(strm_, user, weights_);
-      strm_.wait();
-    }
+    if (m.b_const) weights_ = reordered_weights(*m.b_const, user_wei_md_, pd_.weights_desc(), strm_);
     if (!m.scales.empty() && p_.bias_input >= 0) {  // the bias divided by the output scales (see OnednnMatmul)
       scales_ = m.scales;
       bias_scaled_.resize(static_cast<size_t>(N));
