@@ -1,13 +1,16 @@
 #include "builder/precision.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <list>
+#include <mutex>
 #include <set>
-
-#include <unistd.h>
 
 #include "builder/passes/pass.h"
 #include "io/test_case.h"
@@ -67,6 +70,61 @@ ir::Attribute int_attr(int64_t i) {
   return a;
 }
 
+// Constants derived from a weight (its bf16 / fp16 copy, its int8 quantization and scales), kept
+// across builds while the cache is on (set_derived_constant_cache_bytes): keyed by the source
+// tensor, which an entry holds so that its address cannot be reused while it is a key, and how
+// they were derived; least recently used out past the byte limit.
+class DerivedConstants {
+ public:
+  static DerivedConstants& instance() {
+    static DerivedConstants c;
+    return c;
+  }
+  void set_limit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_ = bytes;
+    trim();
+  }
+  std::vector<Tensor> get(const Tensor& src, const std::string& how, const std::function<std::vector<Tensor>()>& make) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (limit_ == 0) return make();
+      for (auto it = lru_.begin(); it != lru_.end(); ++it)
+        if (it->source.raw() == src.raw() && it->source.bytes() == src.bytes() && it->how == how) {
+          lru_.splice(lru_.begin(), lru_, it);
+          return lru_.front().out;
+        }
+    }
+    std::vector<Tensor> out = make();
+    size_t bytes = 0;
+    for (const Tensor& t : out) bytes += t.bytes();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes <= limit_) {
+      lru_.push_front({src, how, out, bytes});
+      bytes_ += bytes;
+      trim();
+    }
+    return out;
+  }
+
+ private:
+  struct Entry {
+    Tensor source;
+    std::string how;
+    std::vector<Tensor> out;
+    size_t bytes = 0;
+  };
+  void trim() {
+    while (bytes_ > limit_ && !lru_.empty()) {
+      bytes_ -= lru_.back().bytes;
+      lru_.pop_back();
+    }
+  }
+  std::mutex mu_;
+  size_t limit_ = 0, bytes_ = 0;
+  std::list<Entry> lru_;
+};
+
 // An fp32 constant in bf16 or fp16 (round to nearest even).
 Tensor to_low(const Tensor& t, DType low) {
   Tensor out = Tensor::create(low, t.shape()).value();
@@ -122,7 +180,9 @@ struct Rewriter {
     return out;
   }
   int low_constant(int v, DType low) {
-    return add_constant(g, value(g, v).name + low_suffix(low), to_low(*value(g, v).initializer, low));
+    const Tensor& w = *value(g, v).initializer;
+    Tensor lw = DerivedConstants::instance().get(w, dtype_name(low), [&] { return std::vector<Tensor>{to_low(w, low)}; })[0];
+    return add_constant(g, value(g, v).name + low_suffix(low), std::move(lw));
   }
   // `n`'s fp32 output k becomes a `low` value; a Cast writes the fp32 value for the consumers.
   void cast_output_back(ir::Node& n, size_t k, DType low) {
@@ -186,21 +246,27 @@ struct Rewriter {
       stride_c = 1;
       stride_i = channels;
     }
-    Tensor wq = Tensor::create(DType::int8, ws).value();
-    std::vector<float> w_scales(static_cast<size_t>(channels));
-    const float* wf = w.data<float>();
-    int8_t* wqp = wq.data<int8_t>();
-    for (int64_t c = 0; c < channels; ++c) {
-      float m = 0;
-      for (int64_t i = 0; i < inner; ++i) m = std::max(m, std::fabs(wf[c * stride_c + i * stride_i]));
-      const float s = m > 0 ? m / 127.0f : 1.0f;
-      w_scales[static_cast<size_t>(c)] = s;
-      for (int64_t i = 0; i < inner; ++i) {
-        const int64_t k = c * stride_c + i * stride_i;
-        wqp[k] = static_cast<int8_t>(std::clamp(std::nearbyint(wf[k] / s), -127.0f, 127.0f));
+    auto quantize = [&] {
+      Tensor wq = Tensor::create(DType::int8, ws).value();
+      Tensor scales = Tensor::create(DType::float32, {channels}).value();
+      const float* wf = w.data<float>();
+      int8_t* wqp = wq.data<int8_t>();
+      for (int64_t c = 0; c < channels; ++c) {
+        float m = 0;
+        for (int64_t i = 0; i < inner; ++i) m = std::max(m, std::fabs(wf[c * stride_c + i * stride_i]));
+        const float s = m > 0 ? m / 127.0f : 1.0f;
+        scales.data<float>()[c] = s;
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t k = c * stride_c + i * stride_i;
+          wqp[k] = static_cast<int8_t>(std::clamp(std::nearbyint(wf[k] / s), -127.0f, 127.0f));
+        }
       }
-    }
-    n.inputs[1] = add_constant(g, value(g, n.inputs[1]).name + ".s8", std::move(wq));
+      return std::vector<Tensor>{std::move(wq), std::move(scales)};
+    };
+    const std::vector<Tensor> q = DerivedConstants::instance().get(w, stride_c == 1 ? "s8/columns" : "s8/rows", quantize);
+    const float* sp = q[1].data<float>();
+    std::vector<float> w_scales(sp, sp + channels);
+    n.inputs[1] = add_constant(g, value(g, n.inputs[1]).name + ".s8", q[0]);
     // Activation: one QuantizeLinear per (value, signedness), shared by its consumers.
     auto key = std::make_pair(x, u8 ? 1 : 0);
     auto it = quantized_of.find(key);
@@ -463,6 +529,8 @@ std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const R
   }
   return out;
 }
+
+void set_derived_constant_cache_bytes(size_t bytes) { DerivedConstants::instance().set_limit(bytes); }
 
 Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
                        PrecisionReport* report, kernels::Backend backend) {

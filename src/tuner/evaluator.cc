@@ -21,6 +21,7 @@
 
 #include "builder/builder.h"
 #include "builder/plan_file.h"
+#include "builder/precision.h"
 #include "io/onnx_import.h"
 #include "io/tensor_io.h"
 #include "kernels/weight_cache.h"
@@ -312,12 +313,14 @@ int evaluate_request(const EvalRequest& req, ChildCache& cache) {
 // stdin (the tuner is done or gone).
 int serve_requests() {
   ChildCache cache;
-  // oneDNN's reordered weights kept across requests (kernels/weight_cache.h): up to a quarter of
-  // the worker's address-space limit, 2 GiB at most.
-  size_t cache_bytes = size_t{2} << 30;
+  // oneDNN's reordered weights and the precision rewrite's converted ones kept across requests
+  // (kernels/weight_cache.h, builder/precision.h): each up to an eighth of the worker's
+  // address-space limit, 1 GiB at most.
+  size_t cache_bytes = size_t{1} << 30;
   if (rlimit lim{}; getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
-    cache_bytes = std::min<size_t>(cache_bytes, static_cast<size_t>(lim.rlim_cur / 4));
+    cache_bytes = std::min<size_t>(cache_bytes, static_cast<size_t>(lim.rlim_cur / 8));
   kernels::set_weight_cache_bytes(cache_bytes);
+  builder::set_derived_constant_cache_bytes(cache_bytes);  // bf16 / fp16 / int8 weights, made once
   while (true) {
     size_t n = 0;
     if (std::scanf("%zu", &n) != 1 || std::getchar() != '\n') return 0;

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "builder/precision.h"
 #include "builder_test_util.h"
 
 namespace tac {
@@ -115,6 +116,48 @@ TEST(WeightCache, KeepsToItsLimitAndEmptiesWhenTurnedOff) {
   kernels::set_weight_cache_bytes(0);
   EXPECT_EQ(kernels::weight_cache_stats().entries, 0u);
   EXPECT_EQ(kernels::weight_cache_stats().bytes, 0u);
+}
+
+// The precision rewrite's derived constants (builder/precision.h): with the cache on, a second
+// bf16 build reuses the first's converted weights (the same tensors), so the oneDNN kernels' weight
+// cache hits for bf16 routes too, and the outputs are the same bits as without any cache.
+TEST(WeightCache, ABf16RouteReusesItsConvertedWeightsAcrossBuilds) {
+  CacheOff off;
+  struct DerivedOff {
+    ~DerivedOff() { builder::set_derived_constant_cache_bytes(0); }
+  } derived_off;
+  const ir::Model m = conv_matmul_model();
+  const std::string route = "precision.default=bf16 threads=1";
+  auto plain = test::build_engine(m, route);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  const std::vector<Tensor> inputs = test::random_inputs(**plain, 9);
+  auto want = (*plain)->run(inputs);
+  ASSERT_TRUE(want.is_ok());
+  auto low_weights = [](const runtime::Engine& e) {
+    std::vector<const void*> p;
+    for (const ir::Value& v : e.plan().model.graph.values)
+      if (v.initializer && v.initializer->dtype() == DType::bfloat16) p.push_back(v.initializer->raw());
+    return p;
+  };
+  ASSERT_FALSE(low_weights(**plain).empty());
+
+  builder::set_derived_constant_cache_bytes(size_t{64} << 20);
+  kernels::set_weight_cache_bytes(size_t{64} << 20);
+  auto first = test::build_engine(m, route);
+  ASSERT_TRUE(first.is_ok());
+  const auto s1 = kernels::weight_cache_stats();
+  auto second = test::build_engine(m, route);
+  ASSERT_TRUE(second.is_ok());
+  const auto s2 = kernels::weight_cache_stats();
+  EXPECT_EQ(low_weights(**first), low_weights(**second));  // the same converted tensors
+  EXPECT_NE(low_weights(**first), low_weights(**plain));
+  EXPECT_GT(s2.hits, s1.hits);
+  EXPECT_EQ(s2.misses, s1.misses);
+  for (auto* e : {&*first, &*second}) {
+    auto got = (**e).run(inputs);
+    ASSERT_TRUE(got.is_ok());
+    EXPECT_TRUE(same_bits(*got, *want));
+  }
 }
 
 }  // namespace
