@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <string_view>
 
 #include "builder/builder.h"
 #include "builder/memory_planner.h"
@@ -21,8 +23,7 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'A', 'C', 'P', 'L', 'A', 'N', '\0'};
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
+uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
@@ -150,48 +151,53 @@ Status save_plan(const Plan& plan, const std::string& path) {
     w.str(name);
     w.pod<int64_t>(size);
   }
-  w.str(model_bytes);
+  // The model's bytes (most of a plan) are written where they stand, between the parts before
+  // and after them, not copied into the writer.
+  w.pod<uint64_t>(model_bytes.size());
+  Writer rest;
   uint32_t n_values = 0;
   for (const PlanValue& v : plan.values) n_values += v.kind != PlanValue::Kind::unused;
-  w.pod<uint32_t>(n_values);
+  rest.pod<uint32_t>(n_values);
   for (size_t i = 0; i < plan.values.size(); ++i) {
     const PlanValue& v = plan.values[i];
     if (v.kind == PlanValue::Kind::unused) continue;
-    w.str(g.values[i].name);
-    w.pod<uint8_t>(static_cast<uint8_t>(v.kind));
-    w.pod<uint8_t>(static_cast<uint8_t>(v.layout));
-    w.pod<int64_t>(v.offset);
+    rest.str(g.values[i].name);
+    rest.pod<uint8_t>(static_cast<uint8_t>(v.kind));
+    rest.pod<uint8_t>(static_cast<uint8_t>(v.layout));
+    rest.pod<int64_t>(v.offset);
   }
-  w.pod<uint32_t>(static_cast<uint32_t>(plan.steps.size()));
+  rest.pod<uint32_t>(static_cast<uint32_t>(plan.steps.size()));
   auto name_of = [&](int v) { return v == ir::kNoValue ? std::string() : g.values[static_cast<size_t>(v)].name; };
   for (const PlanStep& st : plan.steps) {
-    w.pod<int32_t>(st.node);
-    w.str(st.tactic->name);
-    w.pod<uint32_t>(static_cast<uint32_t>(st.inputs.size()));
-    for (int v : st.inputs) w.str(name_of(v));
-    w.pod<uint8_t>(st.in_place ? static_cast<uint8_t>(st.in_place_input + 1) : 0);  // 1: over input 0
-    w.pod<uint8_t>(st.dynamic ? 1 : 0);
+    rest.pod<int32_t>(st.node);
+    rest.str(st.tactic->name);
+    rest.pod<uint32_t>(static_cast<uint32_t>(st.inputs.size()));
+    for (int v : st.inputs) rest.str(name_of(v));
+    rest.pod<uint8_t>(st.in_place ? static_cast<uint8_t>(st.in_place_input + 1) : 0);  // 1: over input 0
+    rest.pod<uint8_t>(st.dynamic ? 1 : 0);
   }
-  w.pod<uint32_t>(static_cast<uint32_t>(plan.report.pass_log.size()));
-  for (const std::string& s : plan.report.pass_log) w.str(s);
-  w.pod<uint32_t>(static_cast<uint32_t>(plan.ranges.size()));
+  rest.pod<uint32_t>(static_cast<uint32_t>(plan.report.pass_log.size()));
+  for (const std::string& s : plan.report.pass_log) rest.str(s);
+  rest.pod<uint32_t>(static_cast<uint32_t>(plan.ranges.size()));
   for (const auto& [name, range] : plan.ranges) {
-    w.str(name);
-    w.pod<int64_t>(range.min);
-    w.pod<int64_t>(range.opt);
-    w.pod<int64_t>(range.max);
+    rest.str(name);
+    rest.pod<int64_t>(range.min);
+    rest.pod<int64_t>(range.opt);
+    rest.pod<int64_t>(range.max);
   }
-  if (!plan.ranges.empty()) w.str(plan.source_model);
+  if (!plan.ranges.empty()) rest.str(plan.source_model);
 
   std::ofstream out(path, std::ios::binary);
   if (!out) return io_error(path + ": cannot write the plan");
   out.write(kMagic, sizeof kMagic);
   uint32_t version = kPlanFormatVersion;
-  uint64_t size = w.out.size(), sum = fnv1a(w.out);
+  const uint64_t size = w.out.size() + model_bytes.size() + rest.out.size();
+  const uint64_t sum = fnv1a(rest.out, fnv1a(model_bytes, fnv1a(w.out)));
   out.write(reinterpret_cast<const char*>(&version), sizeof version);
   out.write(reinterpret_cast<const char*>(&size), sizeof size);
   out.write(reinterpret_cast<const char*>(&sum), sizeof sum);
-  out.write(w.out.data(), static_cast<std::streamsize>(w.out.size()));
+  for (const std::string* part : {&w.out, &model_bytes, &rest.out})
+    out.write(part->data(), static_cast<std::streamsize>(part->size()));
   if (!out) return io_error(path + ": write failed");
   return Status::ok();
 }
