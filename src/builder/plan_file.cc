@@ -40,7 +40,7 @@ class Writer {
 
 class Reader {
  public:
-  explicit Reader(const std::string& s) : s_(s) {}
+  explicit Reader(std::string_view s) : s_(s) {}
   template <class T> bool pod(T& v) {
     if (pos_ + sizeof v > s_.size()) return false;
     std::memcpy(&v, s_.data() + pos_, sizeof v);
@@ -48,6 +48,13 @@ class Reader {
     return true;
   }
   bool str(std::string& v) {
+    std::string_view view;
+    if (!this->view(view)) return false;
+    v = view;
+    return true;
+  }
+  // A string's bytes where they lie in the payload (the model's: no copy).
+  bool view(std::string_view& v) {
     uint64_t n;
     if (!pod(n) || n > s_.size() - pos_) return false;
     v = s_.substr(pos_, n);
@@ -58,7 +65,7 @@ class Reader {
   size_t remaining() const { return s_.size() - pos_; }
 
  private:
-  const std::string& s_;
+  std::string_view s_;
   size_t pos_ = 0;
 };
 
@@ -315,12 +322,13 @@ Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& pa
     return invalid_argument(path + ": plan format version " + std::to_string(version) + ", this tactician reads " +
                             std::to_string(kPlanFormatVersion) + "; rebuild the plan");
   if (file.size() - header != size) return invalid_argument(path + ": the plan is truncated or has trailing bytes");
-  const std::string payload = file.substr(header);
+  const std::string_view payload = std::string_view(file).substr(header);
   if (fnv1a(payload) != sum) return invalid_argument(path + ": checksum mismatch: the plan is corrupt");
 
   Reader r(payload);
   Plan plan;
-  std::string tool, model_bytes;
+  std::string tool;
+  std::string_view model_bytes;
   auto bad = [&] { return invalid_argument(path + ": malformed plan"); };
   if (!r.str(tool) || !r.str(plan.device) || !r.str(plan.model_hash) || !r.str(plan.route)) return bad();
   if (tool != TAC_VERSION)
@@ -348,7 +356,7 @@ Result<Plan> load_plan_from_bytes(const std::string& file, const std::string& pa
     if (!r.str(name) || !r.pod(size) || size < 0) return bad();
     plan.dims[name] = size;
   }
-  if (!r.str(model_bytes)) return bad();
+  if (!r.view(model_bytes)) return bad();
   plan.threads = threads;
   if (plan.backend == kernels::Backend::cuda) {  // cuda.graphs defaults to on; the route says otherwise
     auto route = Route::parse(plan.route);

@@ -1,17 +1,17 @@
 #include "io/onnx_import.h"
 
+#include <onnx/defs/schema.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
-#include <iterator>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <vector>
-
-#include <onnx/defs/schema.h>
 
 #include "io/file.h"
 #include "io/proto_convert.h"
@@ -287,14 +287,16 @@ Result<ir::Model> model_from_proto(onnx::ModelProto& mp, bool consume, const std
 
 }  // namespace
 
-Result<ir::Model> load_model_from_bytes(const std::string& bytes, const std::string& label,
-                                        const std::string& base_dir) {
+Result<ir::Model> load_model_from_bytes(std::string_view bytes, const std::string& label, const std::string& base_dir) {
   onnx::ModelProto mp;
   if (bytes.empty()) return invalid_model(label + ": the file is empty");
-  if (!mp.ParseFromString(bytes)) return invalid_model(label + ": not an ONNX model (protobuf parse failed)");
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    return invalid_model(label + ": larger than 2 GiB, more than one protobuf message can hold");
+  if (!mp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return invalid_model(label + ": not an ONNX model (protobuf parse failed)");
   Fnv h;
   h.add(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
-  return model_from_proto(mp, false, h.hex(), label, base_dir);
+  return model_from_proto(mp, /*consume=*/true, h.hex(), label, base_dir);  // the weights move, not copied
 }
 
 // The file is hashed in 1 MB pieces and parsed straight from the descriptor, and the parsed

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "ir/graph.h"
 
@@ -10,8 +11,8 @@ namespace tac::io {
 // Loads `path`, resolving external data next to it, converting to the IR and sorting every
 // graph topologically. Errors name the file and, where there is one, the node.
 Result<ir::Model> load_model(const std::string& path);
-// Same, from bytes in memory (the fuzz target); `base_dir` resolves external data ("" = none).
-Result<ir::Model> load_model_from_bytes(const std::string& bytes, const std::string& label,
-                                        const std::string& base_dir);
+// Same, from bytes in memory (the fuzz target, a plan's graph); `base_dir` resolves external data
+// ("" = none).
+Result<ir::Model> load_model_from_bytes(std::string_view bytes, const std::string& label, const std::string& base_dir);
 
 }  // namespace tac::io
