@@ -841,8 +841,6 @@ std::string active_pin(const ir::Node& n, const kernels::StepDesc& desc, const R
   return pinned;
 }
 
-// Node n's step: its tactic by the route's pin, else by builder.selection (the cost ranking, or
-// each candidate timed alone); the ranking goes to the report.
 // builder.selection=isolated's times within one build, per tactic and step: a step's time depends
 // on what its signature says (op, input types, attributes) and on its values' layouts and output
 // types, not on which node it is, so a network's repeated layers (BERT-base's twelve, ResNet's
@@ -865,6 +863,8 @@ class IsolatedTimes {
   std::map<std::string, double> ns_;
 };
 
+// Node n's step: its tactic by the route's pin, else by builder.selection (the cost ranking, or
+// each candidate timed alone); the ranking goes to the report.
 Result<PlanStep> select_step(const ir::Node& n, const RouteView& view, const BuildOptions& opts, Plan& plan,
                              IsolatedTimes& isolated) {
   const ir::Graph& g = plan.model.graph;

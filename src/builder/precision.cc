@@ -8,11 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <list>
-#include <mutex>
 #include <set>
 
 #include "builder/passes/pass.h"
+#include "core/tensor_cache.h"
 #include "io/test_case.h"
 #include "kernels/tactic.h"
 #include "kernels/tactic_check.h"
@@ -71,59 +70,19 @@ ir::Attribute int_attr(int64_t i) {
 }
 
 // Constants derived from a weight (its bf16 / fp16 copy, its int8 quantization and scales), kept
-// across builds while the cache is on (set_derived_constant_cache_bytes): keyed by the source
-// tensor, which an entry holds so that its address cannot be reused while it is a key, and how
-// they were derived; least recently used out past the byte limit.
-class DerivedConstants {
- public:
-  static DerivedConstants& instance() {
-    static DerivedConstants c;
-    return c;
-  }
-  void set_limit(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    limit_ = bytes;
-    trim();
-  }
-  std::vector<Tensor> get(const Tensor& src, const std::string& how, const std::function<std::vector<Tensor>()>& make) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (limit_ == 0) return make();
-      for (auto it = lru_.begin(); it != lru_.end(); ++it)
-        if (it->source.raw() == src.raw() && it->source.bytes() == src.bytes() && it->how == how) {
-          lru_.splice(lru_.begin(), lru_, it);
-          return lru_.front().out;
-        }
-    }
-    std::vector<Tensor> out = make();
+// across builds while set_derived_constant_cache_bytes says (core/tensor_cache.h), keyed by how
+// they were derived.
+TensorCache<std::string, std::vector<Tensor>>& derived_constants() {
+  static TensorCache<std::string, std::vector<Tensor>> c;
+  return c;
+}
+std::vector<Tensor> derived(const Tensor& w, const std::string& how, const std::function<std::vector<Tensor>()>& make) {
+  return derived_constants().get(w, how, make, [](const std::vector<Tensor>& out) {
     size_t bytes = 0;
     for (const Tensor& t : out) bytes += t.bytes();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (bytes <= limit_) {
-      lru_.push_front({src, how, out, bytes});
-      bytes_ += bytes;
-      trim();
-    }
-    return out;
-  }
-
- private:
-  struct Entry {
-    Tensor source;
-    std::string how;
-    std::vector<Tensor> out;
-    size_t bytes = 0;
-  };
-  void trim() {
-    while (bytes_ > limit_ && !lru_.empty()) {
-      bytes_ -= lru_.back().bytes;
-      lru_.pop_back();
-    }
-  }
-  std::mutex mu_;
-  size_t limit_ = 0, bytes_ = 0;
-  std::list<Entry> lru_;
-};
+    return bytes;
+  });
+}
 
 // An fp32 constant in bf16 or fp16 (round to nearest even).
 Tensor to_low(const Tensor& t, DType low) {
@@ -181,7 +140,7 @@ struct Rewriter {
   }
   int low_constant(int v, DType low) {
     const Tensor& w = *value(g, v).initializer;
-    Tensor lw = DerivedConstants::instance().get(w, dtype_name(low), [&] { return std::vector<Tensor>{to_low(w, low)}; })[0];
+    Tensor lw = derived(w, dtype_name(low), [&] { return std::vector<Tensor>{to_low(w, low)}; })[0];
     return add_constant(g, value(g, v).name + low_suffix(low), std::move(lw));
   }
   // `n`'s fp32 output k becomes a `low` value; a Cast writes the fp32 value for the consumers.
@@ -263,7 +222,7 @@ struct Rewriter {
       }
       return std::vector<Tensor>{std::move(wq), std::move(scales)};
     };
-    const std::vector<Tensor> q = DerivedConstants::instance().get(w, stride_c == 1 ? "s8/columns" : "s8/rows", quantize);
+    const std::vector<Tensor> q = derived(w, stride_c == 1 ? "s8/columns" : "s8/rows", quantize);
     const float* sp = q[1].data<float>();
     std::vector<float> w_scales(sp, sp + channels);
     n.inputs[1] = add_constant(g, value(g, n.inputs[1]).name + ".s8", q[0]);
@@ -530,7 +489,7 @@ std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const R
   return out;
 }
 
-void set_derived_constant_cache_bytes(size_t bytes) { DerivedConstants::instance().set_limit(bytes); }
+void set_derived_constant_cache_bytes(size_t bytes) { derived_constants().set_limit(bytes); }
 
 Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
                        PrecisionReport* report, kernels::Backend backend) {

@@ -73,6 +73,12 @@ struct PrecisionReport {
   std::vector<std::string> log;
 };
 
+// Keeps the constants apply_precision derives from weights (bf16 / fp16 copies, int8
+// quantizations) across builds, up to `bytes` (0, the default: off, and emptied). A process that
+// builds many routes of one model (the tuner's evaluator worker) then converts each weight once,
+// and the kernels' caches keyed by tensor (kernels/weight_cache.h) hit for those routes too.
+void set_derived_constant_cache_bytes(size_t bytes);
+
 // Rewrites `m` in place for `choice` (node name -> precision). int8 nodes read their activation
 // scales from `calib` (nullptr: placeholder scales of 1, for the knob space, which only needs the
 // graph's structure). Errors name the node.
@@ -80,12 +86,6 @@ struct PrecisionReport {
 // tac_math=tf32, which the cuBLASLt and cuDNN tactics read as their math mode), and the
 // elementwise / movement ops between lowered layers follow them into bf16/fp16 (see
 // propagate_low in precision.cc); int8 is refused there.
-// Keeps the constants apply_precision derives from weights (bf16 / fp16 copies, int8
-// quantizations) across builds, up to `bytes` (0, the default: off, and emptied). A process that
-// builds many routes of one model (the tuner's evaluator worker) then converts each weight once,
-// and the kernels' caches keyed by tensor (kernels/weight_cache.h) hit for those routes too.
-void set_derived_constant_cache_bytes(size_t bytes);
-
 Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
                        PrecisionReport* report, kernels::Backend backend = kernels::Backend::cpu);
 

@@ -15,15 +15,16 @@ namespace {
 
 using test::ModelBuilder;
 
-// Conv -> Relu -> MatMul, both weighted steps pinned to oneDNN.
-ir::Model conv_matmul_model() {
+// Conv -> Relu -> MatMul (both weighted steps pinned to oneDNN by run()); the weights drawn from
+// `seed` and the next seed.
+ir::Model conv_matmul_model(uint64_t seed = 31) {
   ModelBuilder m(17);
   m.input("x", 1, {"2", "8", "10", "10"});
-  test::initializer_random(m, "w", {16, 8, 3, 3}, 31, 0.3f);
+  test::initializer_random(m, "w", {16, 8, 3, 3}, seed, 0.3f);
   auto* c = m.node("Conv", {"x", "w"}, {"c"}, "conv0");
   test::attr_ints(c, "pads", {1, 1, 1, 1});
   m.node("Relu", {"c"}, {"r"}, "relu0");
-  test::initializer_random(m, "b", {10, 24}, 32);
+  test::initializer_random(m, "b", {10, 24}, seed + 1);
   m.node("MatMul", {"r", "b"}, {"y"}, "mm0");
   m.output("y", 1, {});
   auto model = m.load();
@@ -80,18 +81,7 @@ TEST(WeightCache, ASecondEngineReusesTheReorderedWeightsAndComputesTheSame) {
   EXPECT_EQ(test::compare_outputs(second, *want, 1e-4, 1e-4), "");
 
   // Another model's weights (other values, same shapes) are other entries, never a hit.
-  const ir::Model other = [] {
-    ModelBuilder mb(17);
-    mb.input("x", 1, {"2", "8", "10", "10"});
-    test::initializer_random(mb, "w", {16, 8, 3, 3}, 41, 0.3f);
-    auto* c = mb.node("Conv", {"x", "w"}, {"c"}, "conv0");
-    test::attr_ints(c, "pads", {1, 1, 1, 1});
-    mb.node("Relu", {"c"}, {"r"}, "relu0");
-    test::initializer_random(mb, "b", {10, 24}, 42);
-    mb.node("MatMul", {"r", "b"}, {"y"}, "mm0");
-    mb.output("y", 1, {});
-    return std::move(mb.load()).value();
-  }();
+  const ir::Model other = conv_matmul_model(41);
   const std::vector<Tensor> theirs = run(other, &inputs, nullptr);
   const auto s3 = kernels::weight_cache_stats();
   EXPECT_EQ(s3.hits, s2.hits);

@@ -18,7 +18,6 @@
 // (fp32 for ours); a bias computed at run time must be fp32 and goes through our epilogue.
 #include <map>
 #include <mutex>
-#include <optional>
 
 #include "kernels/cuda_util.h"
 #include "kernels/elementwise/cuda_kernels.h"
@@ -197,23 +196,17 @@ const std::vector<cublasLtMatmulHeuristicResult_t>* algos_for(const LtProblem& q
   return &it->second;
 }
 
-// The workspace each of those algorithms needs; nullptr without a device.
-std::optional<std::vector<size_t>> algo_workspaces(const LtProblem& q) {
-  const std::vector<cublasLtMatmulHeuristicResult_t>* algos = algos_for(q);
-  if (!algos) return std::nullopt;
-  std::vector<size_t> ws;
-  for (const cublasLtMatmulHeuristicResult_t& a : *algos) ws.push_back(a.workspaceSize);
-  return ws;
-}
-
+// Applies where the heuristic offers an I-th algorithm within the workspace limit (always without
+// a device, as before the cache).
 template <int I, bool G>
 Status lt_applies(const StepDesc& s) {
   TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s, G));
-  const std::optional<std::vector<size_t>> ws = algo_workspaces(q);
-  if (!ws) return Status::ok();
-  if (I >= static_cast<int>(ws->size()))
-    return not_applicable("cuBLASLt's heuristic offers " + std::to_string(ws->size()) + " algorithms here");
-  if ((*ws)[I] > s.workspace_limit) return workspace_over_limit((*ws)[I], s.workspace_limit);
+  const std::vector<cublasLtMatmulHeuristicResult_t>* algos = algos_for(q);
+  if (!algos) return Status::ok();
+  if (I >= static_cast<int>(algos->size()))
+    return not_applicable("cuBLASLt's heuristic offers " + std::to_string(algos->size()) + " algorithms here");
+  const size_t ws = (*algos)[I].workspaceSize;
+  if (ws > s.workspace_limit) return workspace_over_limit(ws, s.workspace_limit);
   return Status::ok();
 }
 
