@@ -41,6 +41,9 @@
 #                                   its database (every evaluation) in OUT/logs.tgz, tunedb/
 #   overhead:MODEL:BATCH:N          bench/evaluator_overhead.py (fresh child vs persistent worker per request) on CUDA,
 #                                   fp16 default route -> OUT/overhead-MODEL-bBATCH.txt
+#   shapes[:ROUTE]                  bench/shape_ranges.cc: bert-toy (DEVPACK/bert-toy, else ../shared) built once over
+#                                   shape ranges on CUDA against exact-shape engines (route spaces as '+', default
+#                                   "precision.default=fp16") -> OUT/shapes.txt
 #   mpi:MODEL:BUDGET:NPS            tune DEVPACK's zoo MODEL on CUDA (fp16 default route, random strategy,
 #                                   seed 1) in one process, then under the carried mpirun with each -np
 #                                   of NPS (',' separated) -> OUT/mpi/<np>/summary.json, OUT/mpi-<np>.txt
@@ -176,6 +179,12 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
       IFS=: read -r _ m b nreq <<< "$s"
       timeout 400 python3 "$root/bench/evaluator_overhead.py" --bin "$pkg/bin/tactician" --model "$mdir/$m" --backend cuda \
         --route "precision.default=fp16" --dim batch=$b --n "${nreq:-5}" > "$out/overhead-$m-b$b.txt" 2>&1 ;;
+    shapes|shapes:*)
+      IFS=: read -r _ route <<< "$s"
+      route=${route:-precision.default=fp16}
+      toy=$dp/bert-toy
+      [ -d "$toy" ] || toy=$root/../shared/models/bert-toy
+      timeout 400 "$pkg/bin/shape_ranges" "$toy" cuda "${route//+/ }" 5 50 > "$out/shapes.txt" 2>&1 ;;
     mpi:*)
       IFS=: read -r _ m budget nps <<< "$s"
       args=("$dp/models/$m/model.onnx" --backend cuda --route precision.default=fp16 --tolerance "cos>=0.999"

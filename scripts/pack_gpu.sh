@@ -18,12 +18,12 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAC_CUDA=ON
 fi
 grep -q '^TAC_CUDA:BOOL=ON' "$build/CMakeCache.txt" || { echo "pack_gpu: $build is not configured with TAC_CUDA=ON" >&2; exit 1; }
-[ -n "${PACK_NO_BUILD:-}" ] || ninja -C "$build" -j2 tactician unit_tests
+[ -n "${PACK_NO_BUILD:-}" ] || ninja -C "$build" -j2 tactician unit_tests shape_ranges
 
 stage=$(mktemp -d)
 pkg=$stage/tactician-gpu
 mkdir -p "$pkg/bin" "$pkg/lib"
-cp "$build/tactician" "$build/tests/unit_tests" "$pkg/bin/"
+cp "$build/tactician" "$build/tests/unit_tests" "$build/shape_ranges" "$pkg/bin/"
 # Every non-system library the binaries load, symlinks resolved, under its soname.
 system='/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libcublas|libcublasLt|libcudnn[^/]*)\.so'
 for bin in "$pkg"/bin/*; do
