@@ -27,7 +27,7 @@ models="resnet50:1 resnet50:32 mobilenet_v2:1 bert-base:1 bert-base:8"
 modes="eager,compile"
 skip_torch=0 skip_tac=0
 # Tactician configurations (TAC_CONFIGS): fp32, fp16, fp16-nographs, fp16-cold (the fp16 plan with
-# --l2-flush), bf16; LOW: the lower precisions `check` runs at batch 1.
+# --l2-flush), bf16, fp8 (precision.default=fp8: MatMuls with constant weights in fp8, Ada/Hopper); LOW: the lower precisions `check` runs at batch 1.
 configs=${TAC_CONFIGS:-"fp32 fp16 fp16-nographs fp16-cold"}
 low=${LOW:-fp16}
 bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -100,7 +100,7 @@ import json, sys
 print(" ".join(k["name"] + "=cudnn_fused" for k in json.load(sys.stdin) if k["name"].startswith("tactic.") and "cudnn_fused" in k["values"]))')
     fi
     # One plan per route (BERT-base builds take seconds); the cold-L2 run reuses the fp16 plan.
-    for run in "fp32|" "fp16|precision.default=fp16" "fp16-nographs|precision.default=fp16 cuda.graphs=off" "bf16|precision.default=bf16" \
+    for run in "fp32|" "fp16|precision.default=fp16" "fp16-nographs|precision.default=fp16 cuda.graphs=off" "bf16|precision.default=bf16" "fp8|precision.default=fp8" \
                "fp16-nhwc|precision.default=fp16 layout.default=nhwc" "fp16-nchw|precision.default=fp16 layout.default=nchw" "fp16-nhwc-fused|precision.default=fp16 layout.default=nhwc $fused_pins" \
                "fp16-noattn|precision.default=fp16 pass.fuse_attention=off" "fp16-nomove|precision.default=fp16 pass.move_transposes=off" \
                "fp16-iso|precision.default=fp16 builder.selection=isolated" "fp16-tuned|$tuned_route"; do
@@ -111,7 +111,7 @@ print(" ".join(k["name"] + "=cudnn_fused" for k in json.load(sys.stdin) if k["na
       timeout 300 tactician build "$m/model.onnx" --backend cuda --route "$route" --dim batch=$batch -o "/tmp/$name-$batch-$label.plan" \
         >> "$out/tactician.log" 2>&1 || echo "build $name b$batch $label failed" >> "$out/tactician.log"
     done
-    for run in "fp32|fp32|" "fp16|fp16|" "fp16-tuned|fp16-tuned|" "fp16-nographs|fp16-nographs|" "fp16-cold|fp16|--l2-flush" "bf16|bf16|" \
+    for run in "fp32|fp32|" "fp16|fp16|" "fp16-tuned|fp16-tuned|" "fp16-nographs|fp16-nographs|" "fp16-cold|fp16|--l2-flush" "bf16|bf16|" "fp8|fp8|" \
                "fp16-nhwc|fp16-nhwc|" "fp16-nchw|fp16-nchw|" "fp16-nhwc-fused|fp16-nhwc-fused|" "fp16-noattn|fp16-noattn|" \
                "fp16-nomove|fp16-nomove|" "fp16-iso|fp16-iso|"; do
       IFS='|' read -r label plan flag <<< "$run"

@@ -95,17 +95,20 @@ void add_global_knobs(KnobSpace& space, kernels::Backend backend, const std::str
              "Gathers of one constant index over a contiguous block share their input's buffer (plain layout) and the "
              "step runs nothing; off: each copies",
              KnobScope::global});
-  space.add(searched(Searched::with_user_tolerance,
-                     {knob::kPrecisionDefault, precision_values(backend), default_precision,
-                      "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
-                      "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales; on CUDA fp16 "
-                      "and bf16 (casts, fp32 accumulation; elementwise ops between such layers follow) and tf32 (a "
-                      "math mode); by default the type the model stores its weights in where the backend computes in it",
-                      KnobScope::global}));
-  if (const auto pv = precision_values(backend); std::find(pv.begin(), pv.end(), "int8") != pv.end())
+  space.add(searched(
+      Searched::with_user_tolerance,
+      {knob::kPrecisionDefault, precision_values(backend), default_precision,
+       "compute precision of the layers that have lower-precision tactics (Conv, MatMul, Gemm; see "
+       "precision.<node>): bf16 casts around them, int8 quantizes with calibrated scales; on CUDA fp16 "
+       "and bf16 (casts, fp32 accumulation; elementwise ops between such layers follow), tf32 (a "
+       "math mode) and, from Ada/Hopper, fp8 (MatMuls with constant weights: E4M3 with calibrated "
+       "per-tensor scales, fp16 elsewhere); by default the type the model stores its weights in where the backend computes in it",
+       KnobScope::global}));
+  if (const auto pv = precision_values(backend);
+      std::find(pv.begin(), pv.end(), "int8") != pv.end() || std::find(pv.begin(), pv.end(), "fp8") != pv.end())
     space.add(searched(Searched::with_user_tolerance,
                        {knob::kCalibration, calibration_methods(), "max",
-                        "the activation range int8 scales cover: the largest |x| over the calibration inputs (max), or "
+                        "the activation range int8 and fp8 scales cover: the largest |x| over the calibration inputs (max), or "
                         "a percentile of |x| (clips rare outliers for finer steps); the tolerance decides",
                         KnobScope::global}));
   if (backend == kernels::Backend::cuda)
@@ -310,11 +313,11 @@ Result<ir::Model> prepare_graph(const ir::Model& src, const RouteView& route, co
   // Precision after the fusions: a fused node (bias, residual, activation) is what computes in
   // lower precision, and the casts go around it, not inside it.
   const std::map<std::string, std::string> choice = chosen_precisions(g, route, report ? &report->inactive : nullptr);
-  std::vector<std::string> int8_nodes;
+  std::vector<std::string> quantized_nodes;  // int8 and fp8 scale their activations by calibrated ranges
   for (const auto& [name, p] : choice)
-    if (p == "int8") int8_nodes.push_back(name);
+    if (p == "int8" || p == "fp8") quantized_nodes.push_back(name);
   std::optional<Calibration> calib;
-  if (calibrate && !int8_nodes.empty()) {
+  if (calibrate && !quantized_nodes.empty()) {
     // Calibrate every candidate at once and keep the ranges for this process: they depend only
     // on the model, its bound dims and the passes (a tuner or a test builds many int8 routes).
     // With opts.calibration_cache the ranges also persist on disk, for the other processes.
@@ -740,7 +743,7 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts) {
         if (!precision_candidate(g->graph, n)) continue;
         std::vector<std::string> vals = {"default"};
         for (const std::string& p : lowp)
-          if (p != "int8" || int8_candidate(g->graph, n)) vals.push_back(p);
+          if ((p != "int8" || int8_candidate(g->graph, n)) && (p != "fp8" || fp8_candidate(g->graph, n))) vals.push_back(p);
         precision_knobs.push_back(searched(Searched::with_user_tolerance,
                                            {knob::kPrecision + n.name, vals, "default",
                                             n.op_type + ": the precision this node computes in (default: precision.default)",

@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 
+#include "backends/cuda/device.h"
 #include "builder/passes/pass.h"
 #include "core/tensor_cache.h"
 #include "io/test_case.h"
@@ -164,6 +165,33 @@ struct Rewriter {
     }
     cast_output_back(n, 0, low);
     ++(low == DType::float16 ? report->fp16_nodes : report->bf16_nodes);
+  }
+
+  // Node `n` computes in fp8 on CUDA (see precision.h): as in fp16, marked for the cublaslt_fp8
+  // tactics with the calibrated |max| of its activation input.
+  Status lower_fp8(ir::Node& n, const Calibration* calib) {
+    if (!fp8_candidate(g, n))
+      return invalid_argument("precision." + n.name + "=fp8: " + n.label() +
+                              " cannot compute in fp8 (needs constant 2-D weights with both dims multiples of 16)");
+    float absmax = 1.0f;
+    if (calib) {
+      auto it = calib->ranges.find(value(g, n.inputs[0]).name);
+      if (it == calib->ranges.end())
+        return internal_error(n.label() + ": no calibration range for input '" + value(g, n.inputs[0]).name + "'");
+      if (it->second.absmax > 0 && std::isfinite(it->second.absmax)) absmax = it->second.absmax;
+    }
+    lower_low(n, DType::float16);
+    --report->fp16_nodes;
+    ++report->fp8_nodes;
+    ir::Attribute math;
+    math.type = ir::Attribute::Type::s;
+    math.s = "fp8";
+    n.attrs["tac_math"] = math;
+    ir::Attribute amax;
+    amax.type = ir::Attribute::Type::f;
+    amax.f = absmax;
+    n.attrs["tac_fp8_amax"] = amax;
+    return Status::ok();
   }
 
   // Node `n` computes in int8 (see precision.h).
@@ -409,8 +437,10 @@ Status propagate_low(ir::Graph& g, Rewriter& rw, PrecisionReport* report) {
 }  // namespace
 
 std::vector<std::string> precision_values(kernels::Backend backend) {
-  if (backend == kernels::Backend::cuda) return {"fp32", "tf32", "fp16", "bf16"};
-  return precision_values();
+  if (backend != kernels::Backend::cuda) return precision_values();
+  std::vector<std::string> v = {"fp32", "tf32", "fp16", "bf16"};
+  if (cuda::device_capability() >= kFp8Capability) v.push_back("fp8");
+  return v;
 }
 
 std::vector<std::string> precision_values() {
@@ -465,6 +495,13 @@ bool int8_candidate(const ir::Graph& g, const ir::Node& n) {
   return true;
 }
 
+bool fp8_candidate(const ir::Graph& g, const ir::Node& n) {
+  if (!precision_candidate(g, n) || !is_matmul(n) || !is_const(g, n.inputs[1])) return false;
+  const auto& b = value(g, n.inputs[1]).type.dims;
+  if (b.size() != 2 || !b[0].known() || !b[1].known()) return false;
+  return b[0].value % 16 == 0 && b[1].value % 16 == 0;
+}
+
 std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const RouteView& route,
                                                      std::vector<std::string>* inactive) {
   std::map<std::string, std::string> out;
@@ -476,6 +513,12 @@ std::map<std::string, std::string> chosen_precisions(const ir::Graph& g, const R
       // The default applies where the node has such a tactic: int8 needs constant weights.
       p = def.empty() ? "fp32" : def;
       if (p == "int8" && !int8_candidate(g, n)) p = "fp32";
+      if (p == "fp8" && !fp8_candidate(g, n)) p = "fp16";
+    } else if (p == "fp8" && !fp8_candidate(g, n)) {
+      if (inactive)
+        inactive->push_back("precision." + n.name + "=fp8 (" + n.name +
+                            " has no constant 2-D weights with both dims multiples of 16 under this route: it computes in fp16)");
+      p = "fp16";
     } else if (p == "int8" && !int8_candidate(g, n)) {
       // The knob offers int8 because the default passes make the weights constant; this
       // route's passes (fold_constants=off) leave them computed.
@@ -514,6 +557,8 @@ Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& c
       a.s = "tf32";
       n.attrs["tac_math"] = a;  // read by the cuBLASLt and cuDNN tactics (math mode, no casts)
       ++report->tf32_nodes;
+    } else if (cuda && it->second == "fp8") {
+      TAC_RETURN_IF_ERROR(rw.lower_fp8(n, calib));
     } else if (cuda && it->second == "int8") {
       return invalid_argument("precision." + n.name + "=int8: not on the CUDA backend (fp32, tf32, fp16, bf16)");
     } else if (it->second == "int8") {
@@ -532,16 +577,17 @@ Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& c
     g.nodes.push_back(std::move(c));
   }
   TAC_RETURN_IF_ERROR(g.sort_topologically());
-  if (backend == kernels::Backend::cuda && report->bf16_nodes + report->fp16_nodes > 0)
+  if (backend == kernels::Backend::cuda && report->bf16_nodes + report->fp16_nodes + report->fp8_nodes > 0)
     TAC_RETURN_IF_ERROR(propagate_low(g, rw, report));
   TAC_RETURN_IF_ERROR(cancel_casts(g, report));
   TAC_RETURN_IF_ERROR(chain_int8(g, report));
   report->casts = 0;
   for (const ir::Node& n : g.nodes) report->casts += n.op == OpKind::Cast && n.domain.empty() ? 1 : 0;
   report->log.push_back("precision: " + std::to_string(report->bf16_nodes) + " nodes in bf16, " +
-                        (backend == kernels::Backend::cuda ? std::to_string(report->fp16_nodes) + " in fp16, " +
-                                                                 std::to_string(report->tf32_nodes) + " in tf32, "
-                                                           : std::string()) +
+                        (backend == kernels::Backend::cuda
+                             ? std::to_string(report->fp16_nodes) + " in fp16, " + std::to_string(report->tf32_nodes) +
+                                   " in tf32, " + std::to_string(report->fp8_nodes) + " in fp8, "
+                             : std::string()) +
                         std::to_string(report->int8_nodes) + " in int8; " + std::to_string(report->casts) + " casts, " +
                         std::to_string(report->quantizes) + " quantizes");
   return Status::ok();

@@ -46,6 +46,11 @@ std::string stored_precision(const ir::Model& m, kernels::Backend backend);
 bool precision_candidate(const ir::Graph& g, const ir::Node& n);
 // int8 also needs constant weights with per-channel scales: Conv/FusedConv, MatMul/FusedMatMul with 2-D B.
 bool int8_candidate(const ir::Graph& g, const ir::Node& n);
+// fp8 (CUDA) needs a MatMul/FusedMatMul with constant 2-D weights whose dims are multiples of 16
+// (cuBLASLt's fp8 kernels).
+bool fp8_candidate(const ir::Graph& g, const ir::Node& n);
+// The compute capability (major * 10 + minor) from which the CUDA backend offers fp8: Ada, Hopper.
+inline constexpr int kFp8Capability = 89;
 
 // Per quantized node's activation input, recorded over the calibration inputs.
 struct Calibration {
@@ -68,7 +73,7 @@ struct PrecisionReport {
   int casts = 0;       // Cast steps left after the cleanup (bf16/fp16 <-> fp32)
   int quantizes = 0;   // QuantizeLinear steps (fp32 -> int8)
   int bf16_nodes = 0, int8_nodes = 0;
-  int fp16_nodes = 0, tf32_nodes = 0;  // CUDA only
+  int fp16_nodes = 0, tf32_nodes = 0, fp8_nodes = 0;  // CUDA only
   int followed_nodes = 0;              // CUDA: elementwise / movement nodes that follow into bf16/fp16
   std::vector<std::string> log;
 };
@@ -85,7 +90,9 @@ void set_derived_constant_cache_bytes(size_t bytes);
 // On the CUDA backend, also fp16 (as bf16) and tf32 (no casts: the node gets attribute
 // tac_math=tf32, which the cuBLASLt and cuDNN tactics read as their math mode), and the
 // elementwise / movement ops between lowered layers follow them into bf16/fp16 (see
-// propagate_low in precision.cc); int8 is refused there.
+// propagate_low in precision.cc); int8 is refused there. fp8 (where the device offers it) lowers
+// the node as fp16 and marks it tac_math=fp8 and tac_fp8_amax (its activation input's calibrated
+// |max|), which the cublaslt_fp8 tactics read (kernels/gemm/cuda_gemm.cc).
 Status apply_precision(ir::Model& m, const std::map<std::string, std::string>& choice, const Calibration* calib,
                        PrecisionReport* report, kernels::Backend backend = kernels::Backend::cpu);
 

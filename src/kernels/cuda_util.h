@@ -69,6 +69,13 @@ inline Result<DeviceBuffer> upload(const Tensor& t, DType as = DType::undefined)
   return b;
 }
 
+// True when the precision rewrite marked the step's node `tac_math=fp8` (precision.<node>=fp8):
+// only the cublaslt_fp8 tactics run it, the fp16 ones refuse it (builder/precision.h).
+inline bool computes_in_fp8(const kernels::StepDesc& s) {
+  const ir::Attribute* m = s.node ? s.node->attr("tac_math") : nullptr;
+  return m && m->s == "fp8";
+}
+
 // Estimated ns of a memory-bound step moving `bytes` (H200: ~4 TB/s copy bandwidth measured;
 // 3 bytes/ns is kept for the ranking) plus a launch.
 inline double memory_bound_ns(double bytes) { return 3000.0 + bytes / 3000.0; }

@@ -203,7 +203,9 @@ TEST(CudaBackend, PrecisionAndGraphKnobsAreOfferedOnCudaOnly) {
   ASSERT_TRUE(space.is_ok()) << space.status().to_string();
   const builder::Knob* def = space->find("precision.default");
   ASSERT_NE(def, nullptr);
-  EXPECT_EQ(def->values, (std::vector<std::string>{"fp32", "tf32", "fp16", "bf16"}));
+  std::vector<std::string> want = {"fp32", "tf32", "fp16", "bf16"};
+  if (cuda::device_capability() >= builder::kFp8Capability) want.push_back("fp8");  // Ada, Hopper and later
+  EXPECT_EQ(def->values, want);
   ASSERT_NE(space->find("cuda.graphs"), nullptr);
   EXPECT_EQ(space->find("cuda.graphs")->default_value, "on");
   // Every pass has the CPU's default (fuse_elementwise too, now that FusedElementwise has a CUDA
@@ -223,7 +225,7 @@ TEST(CudaBackend, PrecisionAndGraphKnobsAreOfferedOnCudaOnly) {
   for (const std::string& v : cpu->find("precision.default")->values) EXPECT_TRUE(v != "fp16" && v != "tf32") << v;
   // Bad values name the knob.
   builder::Route r;
-  r.values["precision.default"] = "fp8";
+  r.values["precision.default"] = "fp4";
   Status st = builder::validate_route(r, *space);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("precision.default"), std::string::npos) << st.message();
@@ -253,6 +255,61 @@ TEST(CudaBackend, Fp16RewriteLetsTheNodesBetweenGemmsFollow) {
   ir::Model c = mlp();
   ASSERT_TRUE(ir::infer_shapes(c).is_ok());
   EXPECT_FALSE(builder::apply_precision(c, choice, nullptr, nullptr, Backend::cpu).is_ok());
+}
+
+// fp8 lowers a MatMul with constant weights whose dims are multiples of 16 as fp16 (its casts
+// and followers alike) and marks it for the cublaslt_fp8 tactics with its input's calibrated
+// |max|; another MatMul is refused by name, and under precision.default=fp8 computes in fp16.
+TEST(CudaBackend, Fp8RewriteMarksTheMatMulsWithTheirCalibratedRange) {
+  test::ModelBuilder b(17);
+  b.input("x", 1, {"3", "32"});
+  test::initializer_random(b, "w1", {32, 48}, 1);
+  test::initializer_random(b, "w2", {48, 8}, 2);
+  b.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
+  b.node("Relu", {"h"}, {"r"}, "relu");
+  b.node("MatMul", {"r", "w2"}, {"y"}, "mm2");
+  b.output("y", 1, {});
+  const ir::Model src = b.load().value();
+  builder::Calibration calib;
+  calib.ranges["x"] = {2.5f, false};
+  ir::Model m = src;
+  ASSERT_TRUE(ir::infer_shapes(m).is_ok());
+  builder::PrecisionReport rep;
+  ASSERT_TRUE(builder::apply_precision(m, {{"mm1", "fp8"}, {"mm2", "fp16"}}, &calib, &rep, Backend::cuda).is_ok());
+  EXPECT_EQ(rep.fp8_nodes, 1);
+  EXPECT_EQ(rep.fp16_nodes, 1);
+  EXPECT_EQ(rep.casts, 2);  // x in, y out: Relu follows, mm2 reads fp16
+  int marked = 0;
+  for (const ir::Node& n : m.graph.nodes) {
+    if (n.name != "mm1") continue;
+    ASSERT_NE(n.attr("tac_math"), nullptr);
+    EXPECT_EQ(n.attr("tac_math")->s, "fp8");
+    ASSERT_NE(n.attr("tac_fp8_amax"), nullptr);
+    EXPECT_EQ(n.attr("tac_fp8_amax")->f, 2.5f);
+    EXPECT_EQ(m.graph.values[static_cast<size_t>(n.outputs[0])].type.dtype, DType::float16);
+    ++marked;
+  }
+  EXPECT_EQ(marked, 1);
+  ir::Model bad = src;
+  ASSERT_TRUE(ir::infer_shapes(bad).is_ok());
+  Status st = builder::apply_precision(bad, {{"mm2", "fp8"}}, &calib, nullptr, Backend::cuda);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("precision.mm2=fp8"), std::string::npos) << st.message();
+  // chosen_precisions: the default fp8 where a node can take it, fp16 elsewhere; a pin that
+  // cannot apply is inactive and says why.
+  ir::Model g = src;
+  ASSERT_TRUE(ir::infer_shapes(g).is_ok());
+  builder::Route r;
+  r.values["precision.default"] = "fp8";
+  r.values["precision.mm2"] = "fp8";
+  builder::KnobSpace space;
+  space.add({"precision.default", {"fp32", "fp16", "fp8"}, "fp32", "", builder::KnobScope::global});
+  std::vector<std::string> inactive;
+  const auto chosen = builder::chosen_precisions(g.graph, builder::RouteView(r, space), &inactive);
+  EXPECT_EQ(chosen.at("mm1"), "fp8");
+  EXPECT_EQ(chosen.at("mm2"), "fp16");
+  ASSERT_EQ(inactive.size(), 1u);
+  EXPECT_NE(inactive[0].find("precision.mm2=fp8"), std::string::npos) << inactive[0];
 }
 
 // x -> MatMul(W1) = h, x -> MatMul(W3) = g; Tanh(0.5 h) + g -> Relu -> MatMul(W2) -> y: the
@@ -995,6 +1052,93 @@ TEST(CudaTactics, HalfPrecisionTactics) {
             1);
 }
 
+// fp8 E4M3 GEMMs (precision.<node>=fp8): a node marked tac_math=fp8 runs on the cublaslt_fp8
+// tactics only. Their tolerance class is fp8's: each operand rounds to 3 mantissa bits (relative
+// error <= 2^-4; rms ~2.5% for these normal data), so an output differs from the reference by up
+// to (2u + u^2) sum_k |a_ik b_kj| (+ fp16 rounding) and, over random data, by ~4% in relative l2
+// (a wrong layout or scale gives ~140%): held to the bound per element for the plain MatMul and
+// to 8% relative l2 and cos >= 0.995 for every case.
+TEST(CudaTactics, Fp8Gemms) {
+  REQUIRE_DEVICE();
+  if (cuda::device_capability() < builder::kFp8Capability) GTEST_SKIP() << "this GPU has no fp8 tensor cores";
+  auto amax = [](const Tensor& t) {
+    double m = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(t.get_f64(i)));
+    return static_cast<float>(m);
+  };
+  struct Case {
+    const char* what;
+    ir::Node node;
+    std::vector<Tensor> in;
+    std::vector<bool> cmask;
+  };
+  std::vector<Case> cases;
+  for (DType dt : {DType::float16, DType::bfloat16}) {
+    cases.push_back({"MatMul",
+                     make_node("MatMul", 2, 1),
+                     {random_tensor(dt, {2, 40, 64}, 1), random_tensor(dt, {64, 48}, 2)},
+                     {false, true}});
+    ir::Node fg = make_node("FusedMatMul", 3, 1);  // bias (fp32, our epilogue) + erf GELU, weights [N, K]
+    fg.domain = "tactician";
+    set_attr(fg, "transB", int64_t{1});
+    set_attr(fg, "activation", std::string("Gelu"));
+    cases.push_back({"FusedMatMul transB + bias + Gelu",
+                     fg,
+                     {random_tensor(dt, {33, 96}, 3), random_tensor(dt, {32, 96}, 4), random_tensor(DType::float32, {32}, 5)},
+                     {false, true, true}});
+    ir::Node fr = make_node("FusedMatMul", 4, 1);  // constant bias in cuBLASLt's epilogue + residual as its C + ReLU
+    fr.domain = "tactician";
+    set_attr(fr, "activation", std::string("Relu"));
+    cases.push_back({"FusedMatMul bias + residual + Relu",
+                     fr,
+                     {random_tensor(dt, {3, 16, 128}, 6), random_tensor(dt, {128, 64}, 7), random_tensor(DType::float32, {64}, 8),
+                      random_tensor(dt, {3, 16, 64}, 9)},
+                     {false, true, true, false}});
+  }
+  for (Case& c : cases) {
+    const std::string what = std::string(c.what) + " " + dtype_name(c.in[0].dtype());
+    set_attr(c.node, "tac_math", std::string("fp8"));
+    ir::Attribute a;
+    a.type = ir::Attribute::Type::f;
+    a.f = amax(c.in[0]);
+    c.node.attrs["tac_fp8_amax"] = a;
+    int fp8 = 0;
+    for (const Tactic* t : tactics_for(c.node.op, Backend::cuda)) {
+      const std::string name = t->name;
+      if (name == "host_reference") continue;
+      kernels::TacticCheck r = check_tactic(*t, c.node, c.in, c.cmask);
+      if (name.rfind("cublaslt_fp8_", 0) != 0) {  // fp16 tactics refuse the node
+        EXPECT_EQ(r.status.kind(), ErrorKind::not_applicable) << what << " " << name << ": " << r.status.to_string();
+        continue;
+      }
+      if (r.status.kind() == ErrorKind::not_applicable) continue;  // the heuristic offers fewer algorithms
+      ASSERT_TRUE(r.status.is_ok()) << what << " " << name << ": " << r.status.to_string();
+      ++fp8;
+      double dd = 0, ww = 0, gw = 0, gg = 0;
+      for (int64_t i = 0; i < r.expected[0].numel(); ++i) {
+        const double want = r.expected[0].get_f64(i), got = r.outputs[0].get_f64(i);
+        ASSERT_TRUE(std::isfinite(got)) << what << " " << name << " [" << i << "]";
+        dd += (got - want) * (got - want), ww += want * want, gw += got * want, gg += got * got;
+      }
+      EXPECT_LE(std::sqrt(dd / ww), 0.08) << what << " " << name;
+      EXPECT_GE(gw / std::sqrt(gg * ww), 0.995) << what << " " << name;
+      if (c.node.op != ir::OpKind::MatMul) continue;
+      const Tensor &x = c.in[0], &w = c.in[1];
+      const int64_t K = w.dim(0), N = w.dim(1), rows = x.numel() / K;
+      const double u = 1.0 / 16;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double sum_abs = 0;
+          for (int64_t k = 0; k < K; ++k) sum_abs += std::fabs(x.get_f64(i * K + k) * w.get_f64(k * N + j));
+          const double want = r.expected[0].get_f64(i * N + j), got = r.outputs[0].get_f64(i * N + j);
+          ASSERT_LE(std::fabs(got - want), (2 * u + u * u) * sum_abs + 1e-2 * std::fabs(want) + 1e-3)
+              << what << " " << name << " [" << i << "," << j << "]";
+        }
+    }
+    EXPECT_GE(fp8, 1) << what << ": no cublaslt_fp8 tactic ran";
+  }
+}
+
 // FusedElementwise chains of every link kind, tensor operands and constants on either side,
 // against the reference (float64, rounded once). fp32: a few ulp per link; fp16 / bf16 (fp32
 // arithmetic, rounded once): about one unit in the last place. Sizes: one element, odd counts
@@ -1307,6 +1451,48 @@ TEST(CudaEngine, LowPrecisionGraphsAndDeviceTiming) {
       EXPECT_GT(lat->median_ms, 0);
     }
   }
+}
+
+// precision.default=fp8 end to end: both MatMuls (dims multiples of 16) run on cublaslt_fp8
+// tactics with scales calibrated by the build, the rest in fp16; outputs within fp8's class of
+// the reference (two layers: 10% relative l2, cos >= 0.99), and the CUDA graph's replay identical.
+TEST(CudaEngine, Fp8RouteRunsItsMatMulsInFp8) {
+  REQUIRE_DEVICE();
+  if (cuda::device_capability() < builder::kFp8Capability) GTEST_SKIP() << "this GPU has no fp8 tensor cores";
+  test::ModelBuilder b(17);
+  b.input("x", 1, {"8", "64"});
+  test::initializer_random(b, "w1", {64, 128}, 1);
+  test::initializer_random(b, "b1", {128}, 2);
+  test::initializer_random(b, "w2", {128, 32}, 3);
+  b.node("MatMul", {"x", "w1"}, {"h"}, "mm1");
+  b.node("Add", {"h", "b1"}, {"hb"}, "add");
+  b.node("Relu", {"hb"}, {"r"}, "relu");
+  b.node("MatMul", {"r", "w2"}, {"y"}, "mm2");
+  b.output("y", 1, {});
+  ir::Model m = b.load().value();
+  builder::BuildOptions opts;
+  opts.backend = Backend::cuda;
+  auto e = test::build_engine(m, "precision.default=fp8", opts);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  int fp8_steps = 0;
+  for (const builder::PlanStep& st : (*e)->plan().steps) fp8_steps += std::string(st.tactic->name).rfind("cublaslt_fp8_", 0) == 0;
+  EXPECT_EQ(fp8_steps, 2);
+  auto in = test::random_inputs(**e, 61);
+  auto want = test::reference_outputs(m, in);
+  ASSERT_TRUE(want.is_ok());
+  auto got = (*e)->run(in);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  const Tensor &g = (*got)[0], &w = (*want)[0];
+  double dd = 0, ww = 0, gw = 0, gg = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const double a = g.get_f64(i), r = w.get_f64(i);
+    dd += (a - r) * (a - r), ww += r * r, gw += a * r, gg += a * a;
+  }
+  EXPECT_LE(std::sqrt(dd / ww), 0.10);
+  EXPECT_GE(gw / std::sqrt(gg * ww), 0.99);
+  auto again = (*e)->run(in);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(test::compare_outputs(*again, *got, 0, 0), "");
 }
 
 // x -> MatMul(W) = h -> Softmax = s; Sub(s, m) -> Mul(., 0.5) -> Sigmoid -> Mul(., h) -> Softmax

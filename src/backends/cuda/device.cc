@@ -97,23 +97,28 @@ Context* context_if_available() {
   return c ? *c : nullptr;
 }
 
-bool device_present() {
-  static const bool present = [] {
-    if (g_context) return true;
+int device_capability() {
+  static const int cc = [] {
+    if (g_context) return g_context->prop.major * 10 + g_context->prop.minor;
     // Probe in a child: creating CUDA state here would break children that `check` forks later.
+    // It exits with the capability (major * 10 + minor), 0 without a usable device.
     std::fflush(nullptr);
     pid_t pid = fork();
-    if (pid < 0) return false;
+    if (pid < 0) return 0;
     if (pid == 0) {
       int n = 0;
-      _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+      cudaDeviceProp p{};
+      if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0 || cudaGetDeviceProperties(&p, 0) != cudaSuccess) _exit(0);
+      _exit(std::clamp(p.major * 10 + p.minor, 1, 255));
     }
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid) return false;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (waitpid(pid, &status, 0) != pid) return 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
   }();
-  return present;
+  return cc;
 }
+
+bool device_present() { return g_context || device_capability() > 0; }
 
 Result<DeviceInfo> device_info() {
   TAC_ASSIGN_OR_RETURN(Context * c, context());

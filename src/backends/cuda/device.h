@@ -21,6 +21,9 @@ bool compiled();
 // True when a CUDA device can be used. Probed once, in a child process: `check` forks one child
 // per test, and a CUDA context created before fork() is unusable in the children.
 bool device_present();
+// The device's compute capability as major * 10 + minor (90 for an H100 or H200), 0 without a
+// usable device; probed as device_present() is, without creating CUDA state in this process.
+int device_capability();
 
 struct DeviceInfo {
   std::string name;        // "NVIDIA H200"

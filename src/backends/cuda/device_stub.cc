@@ -10,6 +10,7 @@ Status no_cuda() { return unsupported("this tactician was built without the CUDA
 
 bool compiled() { return false; }
 bool device_present() { return false; }
+int device_capability() { return 0; }
 Result<DeviceInfo> device_info() { return no_cuda(); }
 Result<std::string> device_fingerprint() { return no_cuda(); }
 std::string library_versions() { return "no CUDA backend in this build"; }

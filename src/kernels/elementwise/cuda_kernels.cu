@@ -7,6 +7,7 @@
 // (tests/unit/cuda_tactics_test.cc, and whole models through `tactician check --backend cuda`).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -153,6 +154,14 @@ __device__ float block_max(float v, float* shared) {
 }
 
 // One block per (outer, inner) row of `dim` elements strided by `inner`.
+template <class T>
+__global__ void quantize_fp8_kernel(const T* __restrict__ x, __nv_fp8x2_storage_t* y, int64_t pairs, float inv_scale) {
+  GRID_STRIDE(i, pairs) {
+    const float2 v = make_float2(ld(x, 2 * i) * inv_scale, ld(x, 2 * i + 1) * inv_scale);
+    y[i] = __nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
 template <class T>
 __global__ void softmax_kernel(const T* x, T* y, int64_t dim, int64_t inner, bool log_out) {
   __shared__ float shared[32];
@@ -440,6 +449,16 @@ int epilogue(Elem t, void* y, const float* bias, const void* res, const Epilogue
       else launch(epilogue_vec_kernel<T, -1>);
     } else
       epilogue_kernel<T><<<grid, threads, 0, as_stream(stream)>>>(static_cast<T*>(y), bias, static_cast<const T*>(res), d);
+    return launched();
+  });
+}
+
+int quantize_fp8(Elem t, const void* x, void* y, int64_t n, float inv_scale, void* stream) {
+  if (n <= 0) return 0;
+  return with_elem(t, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    quantize_fp8_kernel<T><<<blocks_for(n / 2), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(x), static_cast<__nv_fp8x2_storage_t*>(y), n / 2, inv_scale);
     return launched();
   });
 }

@@ -48,6 +48,10 @@ struct EpilogueDesc {
 // y and res in type t, bias fp32.
 int epilogue(Elem t, void* y, const float* bias, const void* res, const EpilogueDesc& d, void* stream);
 
+// y[i] = x[i] * inv_scale rounded to fp8 E4M3 (saturating at +-448), for i < n (n even); y one byte
+// per element.
+int quantize_fp8(Elem t, const void* x, void* y, int64_t n, float inv_scale, void* stream);
+
 // Softmax (or LogSoftmax) over `dim` elements strided by `inner`: x is [outer][dim][inner].
 int softmax(Elem t, const void* x, void* y, int64_t outer, int64_t dim, int64_t inner, bool log, void* stream);
 // LayerNormalization over the last `cols` elements of each of `rows` rows; bias may be null.

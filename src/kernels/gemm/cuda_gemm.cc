@@ -7,6 +7,12 @@
 // whose epilogue ends in the (erf) GELU with cuBLASLt's GELU epilogue instead, which computes the
 // tanh approximation (|difference| < 4.8e-4, below an fp16 ulp at 1): approximate tactics, a
 // value only the tuner's search tries, kept when the outputs stay within its tolerance.
+// "cublaslt_fp8_h0" .. "_h3" run the nodes the precision rewrite marked `tac_math=fp8`
+// (precision.<node>=fp8, Hopper and Ada; the only tactics that take such a node): the constant
+// weights quantized once to fp8 E4M3 with a per-tensor scale (their |max| / 448), transposed to
+// the K-major layout cuBLASLt's fp8 kernels need; the activation quantized per run by our kernel
+// with the static per-tensor scale the rewrite calibrated (`tac_fp8_amax` / 448, saturating),
+// into the step's workspace; fp32 accumulation, D (and bias, residual) fp16 or bf16.
 //
 // Row-major C[M,N] = A[M,K] B[K,N] is computed as column-major C^T = B^T A^T, so cuBLASLt's
 // "A" is our B and its "B" is our A.
@@ -16,8 +22,13 @@
 // for fp16/bf16), or CUBLAS_COMPUTE_32F_FAST_TF32 for fp32 nodes the rewrite marked
 // `tac_math=tf32`. A constant bias is uploaded at prepare in D's type for cuBLASLt's epilogue
 // (fp32 for ours); a bias computed at run time must be fp32 and goes through our epilogue.
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "kernels/cuda_util.h"
 #include "kernels/elementwise/cuda_kernels.h"
@@ -33,6 +44,11 @@ constexpr size_t kMaxWorkspace = size_t{64} << 20;
 const char* const kNames[kMaxAlgos] = {"cublaslt_h0", "cublaslt_h1", "cublaslt_h2", "cublaslt_h3",
                                        "cublaslt_h4", "cublaslt_h5", "cublaslt_h6", "cublaslt_h7"};
 const char* const kGeluNames[kGeluAlgos] = {"cublaslt_gelu_h0", "cublaslt_gelu_h1", "cublaslt_gelu_h2", "cublaslt_gelu_h3"};
+constexpr int kFp8Algos = 4;
+const char* const kFp8Names[kFp8Algos] = {"cublaslt_fp8_h0", "cublaslt_fp8_h1", "cublaslt_fp8_h2", "cublaslt_fp8_h3"};
+constexpr float kE4M3Max = 448.0f;
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 using cuda::kern::Elem;
 
@@ -48,22 +64,27 @@ struct LtProblem {
   bool lt_bias = false, lt_relu = false, own_epilogue = false;
   bool lt_gelu = false;   // cuBLASLt's GELU epilogue (tanh approximation) for the erf GELU
   bool lt_res = false;  // the residual is cuBLASLt's C (beta = res_scale)
+  bool fp8 = false;     // A and B in fp8 E4M3 (B: the weights, transposed; A: quantized per run)
+  float a_amax = 0;     // fp8: the calibrated |max| of A
   std::string key() const {
     char buf[320];
-    std::snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld|%lld,%lld|%d%d|%lld,%lld|%d%d%d|%d%d|%d,%lld,%lld", (long long)p.M,
+    std::snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld|%lld,%lld|%d%d|%lld,%lld|%d%d%d|%d%d|%d,%lld,%lld|%d", (long long)p.M,
                   (long long)p.N, (long long)p.K, (long long)p.batches, (long long)a_stride, (long long)b_stride, a_trans,
                   b_trans, (long long)lda, (long long)ldb, lt_bias, lt_relu, lt_gelu, static_cast<int>(t), tf32 ? 1 : 0, lt_res,
-                  (long long)p.res_rs, (long long)r_stride);
+                  (long long)p.res_rs, (long long)r_stride, fp8 ? 1 : 0);
     return buf;
   }
 };
 
 cudaDataType_t cuda_type(Elem t) { return t == Elem::f16 ? CUDA_R_16F : t == Elem::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-// gelu: the problem as the cublaslt_gelu tactics run it (not applicable without a GELU).
-Result<LtProblem> lt_problem(const StepDesc& s, bool gelu = false) {
+// gelu: the problem as the cublaslt_gelu tactics run it (not applicable without a GELU); fp8: as
+// the cublaslt_fp8 tactics do (only for a node marked tac_math=fp8, which the others refuse).
+Result<LtProblem> lt_problem(const StepDesc& s, bool gelu = false, bool fp8 = false) {
   LtProblem q;
   if (s.out_dtypes.empty()) return not_applicable("no output");
+  if (cuda::computes_in_fp8(s) != fp8)
+    return not_applicable(fp8 ? "fp8 only where precision.<node>=fp8" : "the node computes in fp8 (the cublaslt_fp8 tactics)");
   const DType dt = s.out_dtypes[0];
   if (dt == DType::float16) q.t = Elem::f16;
   else if (dt == DType::bfloat16) q.t = Elem::bf16;
@@ -87,6 +108,19 @@ Result<LtProblem> lt_problem(const StepDesc& s, bool gelu = false) {
   if (p.a_cs == 1) q.a_trans = false, q.lda = p.a_rs;
   else if (p.a_rs == 1) q.a_trans = true, q.lda = p.a_cs;
   else return not_applicable("A layout");
+  if (fp8) {
+    // cuBLASLt's fp8 kernels take "TN" operands only (both K-major), leading dims and K multiples
+    // of 16: our A as it is, our B transposed once at prepare.
+    if (q.t == Elem::f32) return not_applicable("fp8 with an fp16 or bf16 output only");
+    if (!p.b_const || p.b_count != 1 || p.batches != 1) return not_applicable("fp8 needs one constant weight matrix");
+    if (q.a_trans || q.lda != p.K) return not_applicable("fp8 needs a contiguous, K-major A");
+    if (p.K % 16 != 0 || p.N % 16 != 0) return not_applicable("fp8 needs K and N multiples of 16");
+    const ir::Attribute* amax = s.node->attr("tac_fp8_amax");
+    if (!amax) return not_applicable("no calibrated range (tac_fp8_amax)");
+    q.fp8 = true;
+    q.a_amax = amax->f;
+    q.b_trans = true, q.ldb = p.K, q.b_stride = 0;
+  }
   using A = ir::Epilogue::Act;
   const bool simple_act = p.act.act == A::none || p.act.act == A::relu;
   // A residual that is a whole matrix per batch (row stride >= N, unit column stride) is
@@ -145,9 +179,9 @@ Status make_descs(const LtProblem& q, LtDescs& ds) {
   TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescSetAttribute)(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
   // Stored (column-major) shapes: our B^T is N x K (or K x N when transposed); our A^T is K x M
   // (or M x K); D is N x M.
-  const cudaDataType_t dt = cuda_type(q.t);
-  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.x, dt, q.b_trans ? p.K : p.N, q.b_trans ? p.N : p.K, q.ldb));
-  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.y, dt, q.a_trans ? p.M : p.K, q.a_trans ? p.K : p.M, q.lda));
+  const cudaDataType_t dt = cuda_type(q.t), in_t = q.fp8 ? CUDA_R_8F_E4M3 : dt;
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.x, in_t, q.b_trans ? p.K : p.N, q.b_trans ? p.N : p.K, q.ldb));
+  TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.y, in_t, q.a_trans ? p.M : p.K, q.a_trans ? p.K : p.M, q.lda));
   TAC_CUBLAS_CALL(TAC_LT(cublasLtMatrixLayoutCreate)(&ds.d, dt, p.N, p.M, p.N));
   TAC_RETURN_IF_ERROR(set_batch(ds.x, p.batches, q.b_stride));
   TAC_RETURN_IF_ERROR(set_batch(ds.y, p.batches, q.a_stride));
@@ -198,32 +232,51 @@ const std::vector<cublasLtMatmulHeuristicResult_t>* algos_for(const LtProblem& q
 
 // Applies where the heuristic offers an I-th algorithm within the workspace limit (always without
 // a device, as before the cache).
-template <int I, bool G>
+template <int I, bool G, bool F>
 Status lt_applies(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s, G));
+  TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s, G, F));
   const std::vector<cublasLtMatmulHeuristicResult_t>* algos = algos_for(q);
   if (!algos) return Status::ok();
   if (I >= static_cast<int>(algos->size()))
     return not_applicable("cuBLASLt's heuristic offers " + std::to_string(algos->size()) + " algorithms here");
-  const size_t ws = (*algos)[I].workspaceSize;
+  const size_t ws = (*algos)[I].workspaceSize + (q.fp8 ? align_up(static_cast<size_t>(q.p.M * q.p.K)) : 0);
   if (ws > s.workspace_limit) return workspace_over_limit(ws, s.workspace_limit);
   return Status::ok();
 }
 
-template <int I, bool G>
+template <int I, bool G, bool F>
 double lt_cost(const StepDesc& s) {
-  auto q = lt_problem(s, G);
+  auto q = lt_problem(s, G, F);
   const double flops = q ? q->p.flops() : 1e9;
-  // ~50 fp32 TFLOP/s at best on an H200 (~400 on tensor cores), a launch, and the heuristic's
-  // order as the tie-break.
+  // ~50 fp32 TFLOP/s at best on an H200 (~400 on tensor cores, ~800 in fp8, which also quantizes
+  // A: a memory-bound launch), a launch, and the heuristic's order as the tie-break.
+  if (q && q->fp8) return 5000.0 + cuda::memory_bound_ns(3.0 * q->p.M * q->p.K) + flops / 8e5 + 100.0 * I;
   const double rate = q && (q->t != Elem::f32 || q->tf32) ? 4e5 : 5e4;
   return 5000.0 + flops / rate + 100.0 * I;
+}
+
+// The constant weights B [K, N] (or [N, K] with transB) as fp8 E4M3 in [N, K] (K-major), scaled
+// by their |max| / 448, which `scale` receives.
+Result<cuda::DeviceBuffer> quantize_weights_fp8(const Tensor& w, const gemm::Problem& p, float& scale) {
+  double amax = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) amax = std::max(amax, std::fabs(w.get_f64(i)));
+  scale = amax > 0 && std::isfinite(amax) ? static_cast<float>(amax / kE4M3Max) : 1.0f;
+  std::vector<__nv_fp8_storage_t> q(static_cast<size_t>(p.N * p.K));
+  for (int64_t k = 0; k < p.K; ++k)
+    for (int64_t n = 0; n < p.N; ++n) {
+      const float x = static_cast<float>(w.get_f64(k * p.b_rs + n * p.b_cs)) / scale;
+      q[static_cast<size_t>(n * p.K + k)] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+    }
+  TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(q.size()));
+  TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), q.data(), q.size()));
+  TAC_RETURN_IF_ERROR(cuda::synchronize());
+  return b;
 }
 
 class LtKernel final : public Kernel {
  public:
   LtKernel(LtProblem q, cuda::Context* c) : q_(std::move(q)), c_(c) {}
-  Status init(int index) {
+  Status init(int index, const StepDesc& s) {
     TAC_RETURN_IF_ERROR(make_descs(q_, ds_));
     const std::vector<cublasLtMatmulHeuristicResult_t>* algos = algos_for(q_);
     if (!algos) return unsupported("cuBLASLt: no CUDA device");
@@ -236,9 +289,10 @@ class LtKernel final : public Kernel {
                                     : DType::float32;
       TAC_ASSIGN_OR_RETURN(bias_, cuda::upload(*q_.bias_const, want));
     }
+    if (q_.fp8) TAC_RETURN_IF_ERROR(init_fp8(*s.constants[1]));
     return Status::ok();
   }
-  size_t workspace_bytes() const override { return algo_.workspaceSize; }
+  size_t workspace_bytes() const override { return a8_bytes_ + algo_.workspaceSize; }
   Status run(std::span<const TensorView> in, std::span<const TensorView> out, void* ws) override {
     const gemm::Problem& p = q_.p;
     const float alpha = p.alpha, beta = q_.lt_res ? p.res_scale : 0.0f;
@@ -247,8 +301,15 @@ class LtKernel final : public Kernel {
       TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescSetAttribute)(ds_.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     void* y = out[0].data;
     const void* c = q_.lt_res ? in[static_cast<size_t>(p.res_input)].data : y;
-    TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmul)(c_->lt, ds_.op, &alpha, in[1].data, ds_.x, in[0].data, ds_.y, &beta, c, ds_.c_or_d(), y,
-                                   ds_.d, &algo_.algo, ws, algo_.workspaceSize, c_->stream));
+    const void *a = in[0].data, *b = in[1].data;
+    void* lt_ws = ws;
+    if (q_.fp8) {  // A quantized into the workspace's first a8_bytes_, cuBLASLt's after them
+      TAC_RETURN_IF_ERROR(cuda::launch_status(cuda::kern::quantize_fp8(q_.t, a, ws, p.M * p.K, 1.0f / a_scale_, c_->stream),
+                                              "fp8 quantize kernel (before cuBLASLt)"));
+      a = ws, b = w8_.get(), lt_ws = static_cast<char*>(ws) + a8_bytes_;
+    }
+    TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmul)(c_->lt, ds_.op, &alpha, b, ds_.x, a, ds_.y, &beta, c, ds_.c_or_d(), y, ds_.d,
+                                           &algo_.algo, lt_ws, algo_.workspaceSize, c_->stream));
     if (!q_.own_epilogue) return Status::ok();
     cuda::kern::EpilogueDesc e;
     e.total = p.batches * p.M * p.N;
@@ -267,19 +328,40 @@ class LtKernel final : public Kernel {
   }
 
  private:
+  // The weights in fp8 and both scales on the device, where cuBLASLt reads them: its A (our B)
+  // scale first, then its B's (our A's).
+  Status init_fp8(const Tensor& w) {
+    float scales[2];
+    TAC_ASSIGN_OR_RETURN(w8_, quantize_weights_fp8(w, q_.p, scales[0]));
+    a_scale_ = q_.a_amax > 0 && std::isfinite(q_.a_amax) ? q_.a_amax / kE4M3Max : 1.0f;
+    scales[1] = a_scale_;
+    TAC_ASSIGN_OR_RETURN(scales_, cuda::DeviceBuffer::allocate(sizeof scales));
+    TAC_RETURN_IF_ERROR(cuda::copy_to_device(scales_.get(), scales, sizeof scales));
+    TAC_RETURN_IF_ERROR(cuda::synchronize());
+    const float* sa = static_cast<const float*>(scales_.get());
+    const float* sb = sa + 1;
+    TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescSetAttribute)(ds_.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
+    TAC_CUBLAS_CALL(TAC_LT(cublasLtMatmulDescSetAttribute)(ds_.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
+    a8_bytes_ = align_up(static_cast<size_t>(q_.p.M * q_.p.K));
+    return Status::ok();
+  }
+
   LtProblem q_;
   cuda::Context* c_;
   LtDescs ds_;
   cublasLtMatmulHeuristicResult_t algo_{};
   cuda::DeviceBuffer bias_;
+  cuda::DeviceBuffer w8_, scales_;  // fp8 only
+  float a_scale_ = 1;
+  size_t a8_bytes_ = 0;
 };
 
-template <int I, bool G>
+template <int I, bool G, bool F>
 Result<std::unique_ptr<Kernel>> lt_prepare(const StepDesc& s) {
-  TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s, G));
+  TAC_ASSIGN_OR_RETURN(LtProblem q, lt_problem(s, G, F));
   TAC_ASSIGN_OR_RETURN(cuda::Context * c, cuda::context());
   auto k = std::make_unique<LtKernel>(std::move(q), c);
-  TAC_RETURN_IF_ERROR(k->init(I));
+  TAC_RETURN_IF_ERROR(k->init(I, s));
   if (k->workspace_bytes() > s.workspace_limit) return workspace_over_limit(k->workspace_bytes(), s.workspace_limit);
   return std::unique_ptr<Kernel>(std::move(k));
 }
@@ -287,16 +369,27 @@ Result<std::unique_ptr<Kernel>> lt_prepare(const StepDesc& s) {
 template <int I>
 void add_tactics(std::vector<Tactic>& t) {
   for (ir::OpKind op : {ir::OpKind::MatMul, ir::OpKind::Gemm, ir::OpKind::FusedMatMul})
-    t.push_back({kNames[I], op, "cuBLASLt, the heuristic's algorithm of this rank (fp32/tf32/fp16/bf16; bias/ReLU in its epilogue)",
-                 lt_applies<I, false>, lt_cost<I, false>, lt_prepare<I, false>, Backend::cuda});
+    t.push_back({kNames[I], op,
+                 "cuBLASLt, the heuristic's algorithm of this rank (fp32/tf32/fp16/bf16; bias/ReLU in its epilogue)",
+                 lt_applies<I, false, false>, lt_cost<I, false, false>, lt_prepare<I, false, false>, Backend::cuda});
   if constexpr (I < kGeluAlgos) {
-    Tactic g{kGeluNames[I], ir::OpKind::FusedMatMul,
+    Tactic g{kGeluNames[I],
+             ir::OpKind::FusedMatMul,
              "cuBLASLt with bias + GELU in its epilogue, the heuristic's algorithm of this rank: GELU's tanh "
              "approximation (|diff| < 4.8e-4), searched by the tuner only",
-             lt_applies<I, true>, lt_cost<I, true>, lt_prepare<I, true>, Backend::cuda};
+             lt_applies<I, true, false>,
+             lt_cost<I, true, false>,
+             lt_prepare<I, true, false>,
+             Backend::cuda};
     g.approximate = true;
     t.push_back(g);
   }
+  if constexpr (I < kFp8Algos)
+    for (ir::OpKind op : {ir::OpKind::MatMul, ir::OpKind::FusedMatMul})
+      t.push_back({kFp8Names[I], op,
+                   "cuBLASLt in fp8 E4M3 (weights and activation scaled per tensor, fp32 accumulation), the heuristic's "
+                   "algorithm of this rank: the nodes precision.<node>=fp8 marks",
+                   lt_applies<I, false, true>, lt_cost<I, false, true>, lt_prepare<I, false, true>, Backend::cuda});
 }
 
 }  // namespace

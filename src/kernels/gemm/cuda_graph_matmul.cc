@@ -44,6 +44,7 @@ struct MmProblem {
 Result<MmProblem> mm_problem(const StepDesc& s) {
   MmProblem q;
   if (s.out_dtypes.empty()) return not_applicable("no output");
+  if (cuda::computes_in_fp8(s)) return not_applicable("the node computes in fp8 (the cublaslt_fp8 tactics)");
   const auto e = cuda::elem_of(s.out_dtypes[0]);
   if (!e || *e == Elem::f32) return not_applicable("fp16 or bf16 only (cuDNN's fused matmul engines use tensor cores)");
   q.t = *e;
