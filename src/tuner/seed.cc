@@ -34,7 +34,10 @@ void TuneSession::inspect_default() {
 // - precision: precision.default at each of its other values (bf16, int8 on the CPU; fp16, bf16,
 //   tf32 on CUDA), everything else at the default. A whole engine in each precision answers
 //   first whether it passes the tolerance at all and what it gains; per-node precision (the
-//   precision.<node> dimensions) is then the search's to refine.
+//   precision.<node> dimensions) is then the search's to refine. Where the route fixes
+//   precision.default (`--route precision.default=fp16`: the default compared against is fp16),
+//   the same whole engines come from the per-node dimensions instead: every one that offers a
+//   value at it (fp8 on CUDA's MatMuls with constant weights, the rest keeping the fixed value).
 // - approximate: every dimension that offers an approximate tactic (cuBLASLt's tanh GELU for the
 //   erf GELU) at its first such value, the rest at the default. One candidate answers whether the
 //   approximations pass the tolerance at all and what they gain together.
@@ -50,6 +53,29 @@ void TuneSession::plan_seeds() {
       if (static_cast<int>(v) == p[d]) continue;
       p[d] = static_cast<int>(v);
       if (!history_.contains(p)) seeds_.push_back({active_text(route_of(space_, p)), "precision", p});
+    }
+  }
+  if (space_.base.values.count("precision.default")) {
+    const std::string fixed = space_.base.values.at("precision.default");
+    auto is_node_precision = [](const Dimension& dim) {
+      for (const std::string& k : dim.knobs)
+        if (k.rfind("precision.", 0) != 0 || k == "precision.default" || k == "precision.calibration") return false;
+      return !dim.knobs.empty();
+    };
+    std::vector<std::string> values;  // in the order the dimensions list them
+    for (const Dimension& dim : space_.dims)
+      if (is_node_precision(dim))
+        for (const std::string& v : dim.values)
+          if (v != "default" && v != fixed && std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+    for (const std::string& v : values) {
+      Point p = default_point(space_);
+      for (size_t d = 0; d < space_.dims.size(); ++d)
+        if (is_node_precision(space_.dims[d]))
+          if (auto it = std::find(space_.dims[d].values.begin(), space_.dims[d].values.end(), v);
+              it != space_.dims[d].values.end())
+            p[d] = static_cast<int>(it - space_.dims[d].values.begin());
+      if (p != default_point(space_) && !history_.contains(p))
+        seeds_.push_back({active_text(route_of(space_, p)), "precision", p});
     }
   }
   // The index of the first value of `dim` that one of its knobs lists as approximate, or -1.

@@ -73,6 +73,20 @@ for p in ("bf16", "int8"):
     assert r["status"] in ("ok", "rejected") and r["metrics"], r
     assert r["status"] == "rejected" or r["metrics"][0]["cos"] >= 0.999, r
 PY
+# With precision.default fixed by the route (the default compared against keeps it), the same
+# whole-engine seeds come from the per-node precision knobs: every node that offers bf16 (int8) at it.
+"$bin" tune "$model" --strategy random --tolerance "cos>=0.999" --route precision.default=fp32 --max-candidates 3 \
+  --budget 120s --threads 1 --db "$tmp/pn.db" --json --quiet > "$tmp/outpn" 2>&1 || fail "per-node precision tune exited $?"
+"$bin" report "$tmp/pn.db" -o "$tmp/pn.html" --jsonl "$tmp/pn.jsonl" > /dev/null 2>&1 || fail "per-node precision report"
+python3 - "$tmp/pn.jsonl" <<'PY' || fail "per-node precision seeds"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+seeds = [r["route"].split() for r in rows if r["strategy"] == "precision"]
+for p in ("bf16", "int8"):
+    hits = [s for s in seeds if sum(kv.startswith("precision.") and kv.endswith("=" + p) for kv in s) >= 2]
+    assert len(hits) == 1, (p, seeds)
+    assert "precision.default=fp32" in hits[0] and not any(kv.startswith("precision.default=" + p) for kv in hits[0]), hits
+PY
 # Bad input: clear one-line errors, exit code 2.
 for args in "--tolerance cos<=0.5" "--tolerance frob>=1" "--knobs nosuch.*" "--budget 10x" "--strategy annealing"; do
   # shellcheck disable=SC2086
