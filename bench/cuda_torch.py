@@ -15,8 +15,9 @@ token ids stay int64), eval mode, torch.inference_mode().
                  are too large to carry to the GPU machine, so they are made there.
   --modes        eager; compile (torch.compile, default mode); max-autotune (torch.compile
                  mode="max-autotune": minutes of autotuning per model, so run it in parts).
-  --ceilings     measure the two ceilings first: device-to-device copy bandwidth (256 MiB, read +
-                 write bytes) and an fp16 8192^3 matmul rate.
+  --ceilings     measure the ceilings first: device-to-device copy bandwidth (256 MiB, read +
+                 write bytes), an fp16 8192^3 matmul rate and, where torch._scaled_mm runs (sm_89+),
+                 the fp8 (E4M3) one.
 
 Timing: CUDA events around each call after the warm-up (compile modes: the first call, which
 compiles, is timed separately as compile_s), median / p10 / p90 over --runs calls, inputs from a
@@ -118,8 +119,27 @@ def ceilings():
     e1.record()
     e1.synchronize()
     tfs = 2 * m ** 3 * 20 / (e0.elapsed_time(e1) * 1e-3) / 1e12
+    # fp8 (E4M3, per-tensor scales, fp16 output) where torch offers it (torch._scaled_mm, sm_89+):
+    # the ceiling of issue 28's fp8 figures. B column-major, as cuBLASLt's fp8 kernels require.
+    tfs8 = None
+    try:
+        x8 = x.to(torch.float8_e4m3fn)
+        y8 = y.t().contiguous().to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device='cuda')
+        for _ in range(3):
+            torch._scaled_mm(x8, y8, scale_a=one, scale_b=one, out_dtype=torch.float16)
+        torch.cuda.synchronize()
+        e0.record()
+        for _ in range(20):
+            torch._scaled_mm(x8, y8, scale_a=one, scale_b=one, out_dtype=torch.float16)
+        e1.record()
+        e1.synchronize()
+        tfs8 = round(2 * m ** 3 * 20 / (e0.elapsed_time(e1) * 1e-3) / 1e12, 1)
+    except Exception as e:  # no fp8 on this GPU or this torch
+        log(f'fp8 ceiling not measured: {e}')
     print(json.dumps({'ceiling': True, 'copy_GBps': round(gbs, 1), 'fp16_matmul_TFLOPs': round(tfs, 1),
-                      'device': torch.cuda.get_device_name(), 'torch': torch.__version__}), flush=True)
+                      'fp8_matmul_TFLOPs': tfs8, 'device': torch.cuda.get_device_name(), 'torch': torch.__version__}),
+          flush=True)
 
 
 def main():

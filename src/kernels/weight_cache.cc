@@ -17,13 +17,29 @@ TensorCache<Formats, dnnl::memory>& cache() {
   return c;
 }
 
+TensorCache<std::string, std::shared_ptr<const DerivedWeights>>& derived() {
+  static TensorCache<std::string, std::shared_ptr<const DerivedWeights>> c;
+  return c;
+}
+
 }  // namespace
 
-void set_weight_cache_bytes(size_t bytes) { cache().set_limit(bytes); }
+void set_weight_cache_bytes(size_t bytes) {
+  cache().set_limit(bytes);
+  derived().set_limit(bytes);
+}
 
 WeightCacheStats weight_cache_stats() {
-  const auto s = cache().stats();
-  return {s.hits, s.misses, s.bytes, s.entries};
+  const auto a = cache().stats();
+  const auto b = derived().stats();
+  return {a.hits + b.hits, a.misses + b.misses, a.bytes + b.bytes, a.entries + b.entries};
+}
+
+std::shared_ptr<const DerivedWeights> derived_weights(const Tensor& src, const std::string& how,
+                                                      const std::function<DerivedWeights()>& make) {
+  return derived().get(
+      src, how, [&] { return std::make_shared<const DerivedWeights>(make()); },
+      [](const std::shared_ptr<const DerivedWeights>& d) { return d->bytes.size(); });
 }
 
 dnnl::memory reordered_weights(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, dnnl::stream& s) {

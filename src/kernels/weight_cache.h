@@ -7,6 +7,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tactician/tensor.h"
 
 namespace tac::kernels {
 
@@ -19,6 +25,16 @@ struct WeightCacheStats {
   uint64_t hits = 0, misses = 0;
   size_t bytes = 0, entries = 0;
 };
-WeightCacheStats weight_cache_stats();
+WeightCacheStats weight_cache_stats();  // over both kinds of entries
+
+// Host bytes a kernel derives from a constant tensor (cuBLASLt's fp8 weights: quantized and
+// transposed, with their scale), kept under the same limit: `make` runs on a miss; `how` names the
+// derivation (it is part of the key with the source).
+struct DerivedWeights {
+  std::vector<uint8_t> bytes;
+  float scale = 1;
+};
+std::shared_ptr<const DerivedWeights> derived_weights(const Tensor& src, const std::string& how,
+                                                      const std::function<DerivedWeights()>& make);
 
 }  // namespace tac::kernels

@@ -150,5 +150,35 @@ TEST(WeightCache, ABf16RouteReusesItsConvertedWeightsAcrossBuilds) {
   }
 }
 
+// Host bytes a kernel derives from a weight (the fp8 GEMMs' quantized weights) are made once per
+// source and derivation while the cache is on, again for another derivation or another tensor
+// with the same values, and every time while it is off.
+TEST(WeightCache, DerivedHostWeightsAreMadeOncePerSourceAndDerivation) {
+  CacheOff off;
+  const Tensor w = kernels::random_tensor(DType::float16, {32, 16}, 3);
+  const Tensor same_values = kernels::random_tensor(DType::float16, {32, 16}, 3);
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    kernels::DerivedWeights d;
+    d.bytes.assign(static_cast<size_t>(w.numel()), static_cast<uint8_t>(made));
+    d.scale = static_cast<float>(made);
+    return d;
+  };
+  kernels::set_weight_cache_bytes(size_t{1} << 20);
+  auto a = kernels::derived_weights(w, "fp8 [N,K]", make);
+  auto b = kernels::derived_weights(w, "fp8 [N,K]", make);
+  EXPECT_EQ(made, 1);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(b->scale, 1.0f);
+  kernels::derived_weights(w, "fp8 [K,N]", make);
+  kernels::derived_weights(same_values, "fp8 [N,K]", make);
+  EXPECT_EQ(made, 3);
+  kernels::set_weight_cache_bytes(0);
+  kernels::derived_weights(w, "fp8 [N,K]", make);
+  kernels::derived_weights(w, "fp8 [N,K]", make);
+  EXPECT_EQ(made, 5);
+}
+
 }  // namespace
 }  // namespace tac

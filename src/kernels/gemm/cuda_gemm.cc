@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "kernels/cuda_util.h"
 #include "kernels/elementwise/cuda_kernels.h"
 #include "kernels/gemm/problem.h"
+#include "kernels/weight_cache.h"
 
 namespace tac::kernels {
 
@@ -256,19 +258,28 @@ double lt_cost(const StepDesc& s) {
 }
 
 // The constant weights B [K, N] (or [N, K] with transB) as fp8 E4M3 in [N, K] (K-major), scaled
-// by their |max| / 448, which `scale` receives.
+// by their |max| / 448, which `scale` receives. The host bytes are kept in the weight cache (a
+// worker building candidate after candidate quantizes each weight once).
 Result<cuda::DeviceBuffer> quantize_weights_fp8(const Tensor& w, const gemm::Problem& p, float& scale) {
-  double amax = 0;
-  for (int64_t i = 0; i < w.numel(); ++i) amax = std::max(amax, std::fabs(w.get_f64(i)));
-  scale = amax > 0 && std::isfinite(amax) ? static_cast<float>(amax / kE4M3Max) : 1.0f;
-  std::vector<__nv_fp8_storage_t> q(static_cast<size_t>(p.N * p.K));
-  for (int64_t k = 0; k < p.K; ++k)
-    for (int64_t n = 0; n < p.N; ++n) {
-      const float x = static_cast<float>(w.get_f64(k * p.b_rs + n * p.b_cs)) / scale;
-      q[static_cast<size_t>(n * p.K + k)] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-    }
-  TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(q.size()));
-  TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), q.data(), q.size()));
+  char how[96];
+  std::snprintf(how, sizeof how, "fp8 e4m3 [N,K] %lld,%lld,%lld,%lld", (long long)p.K, (long long)p.N, (long long)p.b_rs,
+                (long long)p.b_cs);
+  const std::shared_ptr<const DerivedWeights> q = derived_weights(w, how, [&] {
+    DerivedWeights d;
+    double amax = 0;
+    for (int64_t i = 0; i < w.numel(); ++i) amax = std::max(amax, std::fabs(w.get_f64(i)));
+    d.scale = amax > 0 && std::isfinite(amax) ? static_cast<float>(amax / kE4M3Max) : 1.0f;
+    d.bytes.resize(static_cast<size_t>(p.N * p.K));
+    for (int64_t k = 0; k < p.K; ++k)
+      for (int64_t n = 0; n < p.N; ++n) {
+        const float x = static_cast<float>(w.get_f64(k * p.b_rs + n * p.b_cs)) / d.scale;
+        d.bytes[static_cast<size_t>(n * p.K + k)] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+      }
+    return d;
+  });
+  scale = q->scale;
+  TAC_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::allocate(q->bytes.size()));
+  TAC_RETURN_IF_ERROR(cuda::copy_to_device(b.get(), q->bytes.data(), q->bytes.size()));
   TAC_RETURN_IF_ERROR(cuda::synchronize());
   return b;
 }
