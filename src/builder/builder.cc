@@ -1094,6 +1094,19 @@ Buffers group_buffers(Plan& plan, const Lifetimes& lt, const ConcatAliases& ca, 
 // The build in phases: the graph the route's passes, precisions and layouts give
 // (prepare_graph), a tactic per step (select_step), value lifetimes and kinds, buffers shared by
 // Concat slices, views and in-place steps (group_buffers), and the arena (plan_memory).
+Status calibrate(const ir::Model& m, const Route& route, const BuildOptions& options) {
+  BuildOptions opts = options;
+  TAC_RETURN_IF_ERROR(apply_shape_ranges(m, opts));
+  std::shared_ptr<const KnobSpace> knobs = opts.knobs;
+  if (!knobs) {
+    TAC_ASSIGN_OR_RETURN(KnobSpace computed, knob_space(m, opts));
+    knobs = std::make_shared<const KnobSpace>(std::move(computed));
+  }
+  TAC_RETURN_IF_ERROR(validate_route(route, *knobs));
+  const Route active = active_route(route, *knobs, nullptr);
+  return prepare_graph(m, RouteView(active, *knobs), opts, nullptr, /*calibrate=*/true).status();
+}
+
 Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   BuildOptions opts = options;

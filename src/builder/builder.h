@@ -51,6 +51,12 @@ Result<KnobSpace> knob_space(const ir::Model& m, const BuildOptions& opts);
 // (naming the knob), unsupported for what cannot be built, with the node named.
 Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& opts);
 
+// The calibration ranges a build of `route` computes for its int8 / fp8 nodes, computed now and
+// written to opts.calibration_cache (nothing when the route quantizes no node): a tuner pays for
+// them once, before its candidates and outside their time limits, and the candidates' builds read
+// them from the cache.
+Status calibrate(const ir::Model& m, const Route& route, const BuildOptions& opts);
+
 // What a tactic is told about node `n` of `g` reading `inputs` (its inputs, then outer-scope
 // reads): dtypes, shapes, constants and the layout tags of the values.
 kernels::StepDesc step_desc(const ir::Graph& g, const ir::Node& n, const std::vector<int>& inputs, int threads);

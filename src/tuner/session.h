@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "builder/builder.h"
 #include "builder/knobs.h"
 #include "ir/graph.h"
 #include "tuner/database.h"
@@ -109,6 +110,7 @@ class TuneSession {
   // seed.cc
   void inspect_default();
   void plan_seeds();
+  Status calibrate_once(const builder::BuildOptions& bopts);
   // rungs.cc
   Status search();
   Status dispatch_route(const std::string& text, const std::string& by, History* hist, const std::optional<Point>& p);

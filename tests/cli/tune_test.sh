@@ -76,7 +76,11 @@ PY
 # With precision.default fixed by the route (the default compared against keeps it), the same
 # whole-engine seeds come from the per-node precision knobs: every node that offers bf16 (int8) at it.
 "$bin" tune "$model" --strategy random --tolerance "cos>=0.999" --route precision.default=fp32 --max-candidates 3 \
-  --budget 120s --threads 1 --db "$tmp/pn.db" --json --quiet > "$tmp/outpn" 2>&1 || fail "per-node precision tune exited $?"
+  --budget 120s --threads 1 --db "$tmp/pn.db" --out "$tmp/pnout" --json > "$tmp/outpn" 2>&1 || fail "per-node precision tune exited $?"
+# The int8 ranges are calibrated once, before the candidates (outside their time limits), into the
+# cache they read: one file (a candidate calibrating for itself under another key would add a second).
+grep -q "int8 calibration ranges computed once" "$tmp/outpn" || fail "calibration before the candidates"
+[ "$(ls "$tmp/pnout/calibration" 2>/dev/null | grep -c '\.calib$')" = 1 ] || fail "one calibration for the whole tune"
 "$bin" report "$tmp/pn.db" -o "$tmp/pn.html" --jsonl "$tmp/pn.jsonl" > /dev/null 2>&1 || fail "per-node precision report"
 python3 - "$tmp/pn.jsonl" <<'PY' || fail "per-node precision seeds"
 import json, sys
