@@ -41,6 +41,8 @@
 #                                   its database (every evaluation) in OUT/logs.tgz, tunedb/
 #   overhead:MODEL:BATCH:N          bench/evaluator_overhead.py (fresh child vs persistent worker per request) on CUDA,
 #                                   fp16 default route -> OUT/overhead-MODEL-bBATCH.txt
+#   faults                          tests/cli/tune_faults_test.sh on CUDA (squeezenet1.1 of DEVPACK, else ../shared): planted
+#                                   crash, hang, wrong numbers and illegal device access -> OUT/faults.txt
 #   shapes[:ROUTE]                  bench/shape_ranges.cc: bert-toy (DEVPACK/bert-toy, else ../shared) built once over
 #                                   shape ranges on CUDA against exact-shape engines (route spaces as '+', default
 #                                   "precision.default=fp16") -> OUT/shapes.txt
@@ -179,6 +181,10 @@ print("%d kernels, median %.2f us" % (len(v), statistics.median(v)) if v else "n
       IFS=: read -r _ m b nreq <<< "$s"
       timeout 400 python3 "$root/bench/evaluator_overhead.py" --bin "$pkg/bin/tactician" --model "$mdir/$m" --backend cuda \
         --route "precision.default=fp16" --dim batch=$b --n "${nreq:-5}" > "$out/overhead-$m-b$b.txt" 2>&1 ;;
+    faults)
+      sq=$dp/squeezenet1.1
+      [ -d "$sq" ] || sq=$root/../shared/models/squeezenet1.1
+      timeout 500 bash "$root/tests/cli/tune_faults_test.sh" "$pkg/bin/tactician" "$sq" cuda > "$out/faults.txt" 2>&1 ;;
     shapes|shapes:*)
       IFS=: read -r _ route <<< "$s"
       route=${route:-precision.default=fp16}

@@ -22,6 +22,9 @@ std::vector<const Tactic*> tactics_for(ir::OpKind op, Backend backend, bool plan
         cuda_rnn_tactics(), cuda_chain_tactics(), cuda_reference_tactics()})
     for (const Tactic& t : table)
       if (t.op == op) out.push_back(&t);
+  if (planted_faults)
+    for (const Tactic& t : cuda_planted_fault_tactics())
+      if (t.op == op) out.push_back(&t);
   return out;
 }
 
@@ -68,6 +71,7 @@ std::span<const Tactic> cuda_attention_tactics() { return {}; }
 std::span<const Tactic> cuda_rnn_tactics() { return {}; }
 std::span<const Tactic> cuda_chain_tactics() { return {}; }
 std::span<const Tactic> cuda_reference_tactics() { return {}; }
+std::span<const Tactic> cuda_planted_fault_tactics() { return {}; }
 #endif
 
 const CpuFeatures& cpu_features() {

@@ -169,5 +169,6 @@ std::span<const Tactic> cuda_reduce_tactics();       // Reduce*, ArgMax / ArgMin
 std::span<const Tactic> cuda_resize_tactics();       // Resize / Upsample, own kernel
 std::span<const Tactic> cuda_select_tactics();       // Pad, Expand, Tile, Where, comparisons, logic, Split
 std::span<const Tactic> cuda_reference_tactics();    // host_reference: any op, through the host
+std::span<const Tactic> cuda_planted_fault_tactics();  // see tactics_for()
 
 }  // namespace tac::kernels

@@ -5,26 +5,33 @@
 # uses none of them and passes the accuracy gate. No --timeout: the hang is killed at the search
 # candidates' own limit, 10x the default route's evaluation time, 30 s at least (not the 300 s of
 # --timeout's default).
-# Usage: tune_faults_test.sh path/to/tactician path/to/bundled/model/dir
+# On CUDA (third argument "cuda", a GPU present: scripts/gpu_steps.sh's faults step) the same, with
+# a fourth fault: an illegal device memory access, which poisons the worker's
+# CUDA context; the candidate is recorded as failed and the worker replaced.
+# Usage: tune_faults_test.sh path/to/tactician path/to/bundled/model/dir [cuda]
 set -u
 bin="$1"
 model="$2/model.onnx"
+backend=${3:-cpu}
+knob=tactic.Conv_0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$bin" tune "$model" --plant-faults --strategy full --knobs "tactic.Conv_0" --budget 300s --threads 1 \
+"$bin" tune "$model" --plant-faults --strategy full --knobs "$knob" --budget 300s --threads 1 --backend "$backend" \
   --db "$tmp/t.db" --out "$tmp/out" --json --quiet > "$tmp/out.txt" 2> "$tmp/err.txt"
 rc=$?
 if [ $rc -ne 0 ]; then echo "FAIL: tune exited $rc"; cat "$tmp/err.txt"; exit 1; fi
-python3 - "$tmp/t.db" "$(tail -1 "$tmp/out.txt")" <<'PY'
+python3 - "$tmp/t.db" "$(tail -1 "$tmp/out.txt")" "$backend" <<'PY'
 import json, sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 rows = db.execute("select route, status, reason from candidates").fetchall()
+want = {"planted_crash": "crashed", "planted_hang": "timeout", "planted_wrong": "rejected"}
+if sys.argv[3] == "cuda":
+    want["planted_cuda_error"] = "failed"
 by = {}
 for route, status, reason in rows:
-    for fault in ("planted_crash", "planted_hang", "planted_wrong"):
-        if "=" + fault in route:
+    for fault in want:
+        if "=" + fault + " " in route + " ":
             by[fault] = (status, reason)
-want = {"planted_crash": "crashed", "planted_hang": "timeout", "planted_wrong": "rejected"}
 for fault, status in want.items():
     assert fault in by, f"{fault} was never evaluated: {rows}"
     assert by[fault][0] == status, f"{fault}: recorded {by[fault]}, wanted {status}"

@@ -453,6 +453,13 @@ int epilogue(Elem t, void* y, const float* bias, const void* res, const Epilogue
   });
 }
 
+__global__ void planted_illegal_write_kernel(float* p) { *p = 1.0f; }
+
+int planted_illegal_write(void* stream) {
+  planted_illegal_write_kernel<<<1, 1, 0, as_stream(stream)>>>(reinterpret_cast<float*>(uintptr_t{16}));
+  return launched();
+}
+
 int quantize_fp8(Elem t, const void* x, void* y, int64_t n, float inv_scale, void* stream) {
   if (n <= 0) return 0;
   return with_elem(t, [&](auto* tag) {

@@ -52,6 +52,10 @@ int epilogue(Elem t, void* y, const float* bias, const void* res, const Epilogue
 // per element.
 int quantize_fp8(Elem t, const void* x, void* y, int64_t n, float inv_scale, void* stream);
 
+// Planted fault (tests only): one thread writes to an unmapped device address, an illegal memory
+// access that poisons the process's CUDA context.
+int planted_illegal_write(void* stream);
+
 // Softmax (or LogSoftmax) over `dim` elements strided by `inner`: x is [outer][dim][inner].
 int softmax(Elem t, const void* x, void* y, int64_t outer, int64_t dim, int64_t inner, bool log, void* stream);
 // LayerNormalization over the last `cols` elements of each of `rows` rows; bias may be null.
