@@ -19,7 +19,7 @@ done
 packages=(cmake ninja-build g++ ccache pkg-config
           libonnx-dev libprotobuf-dev protobuf-compiler
           libgtest-dev libgmock-dev
-          libdnnl-dev libopenblas-openmp-dev libsqlite3-dev libbenchmark-dev python3
+          libdnnl-dev libopenblas-openmp-dev libsqlite3-dev nlohmann-json3-dev libbenchmark-dev python3
           python3-onnx python3-numpy
           python3-dev pybind11-dev python3-pytest  # the Python module (import tactician) and its tests
           clang-format  # scripts/check_format.sh (CI)

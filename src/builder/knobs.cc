@@ -1,6 +1,7 @@
 #include "builder/knobs.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/json.h"
@@ -42,29 +43,15 @@ const char* searched_name(Searched s) {
 }
 
 std::string KnobSpace::to_json() const {
-  std::string j = "[";
-  for (size_t i = 0; i < knobs_.size(); ++i) {
-    const Knob& k = knobs_[i];
-    j += i ? ",\n " : "";
-    j += "{\"name\": " + json_quote(k.name) + ", \"values\": [";
-    for (size_t v = 0; v < k.values.size(); ++v) j += (v ? ", " : "") + json_quote(k.values[v]);
-    j += "], \"default\": " + json_quote(k.default_value) + ", \"help\": " + json_quote(k.help) +
-         ", \"scope\": " + json_quote(scope_name(k.scope)) + ", \"searched\": " + json_quote(searched_name(k.searched)) +
-         (k.group.empty() ? "" : ", \"group\": " + json_quote(k.group));
-    if (!k.value_precisions.empty()) {
-      j += ", \"conditions\": {";
-      bool first = true;
-      for (const auto& [v, ps] : k.value_precisions) {
-        j += (first ? "" : ", ") + json_quote(v) + ": [";
-        for (size_t p = 0; p < ps.size(); ++p) j += (p ? ", " : "") + json_quote(ps[p]);
-        j += "]";
-        first = false;
-      }
-      j += "}";
-    }
-    j += "}";
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Knob& k : knobs_) {
+    nlohmann::ordered_json j = {{"name", k.name}, {"values", k.values},           {"default", k.default_value},
+                                {"help", k.help}, {"scope", scope_name(k.scope)}, {"searched", searched_name(k.searched)}};
+    if (!k.group.empty()) j["group"] = k.group;
+    if (!k.value_precisions.empty()) j["conditions"] = k.value_precisions;
+    list.push_back(std::move(j));
   }
-  return j + "]";
+  return dump_json(list, 2);
 }
 
 Result<Route> Route::parse(const std::string& text) {

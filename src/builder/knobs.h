@@ -59,7 +59,8 @@ class KnobSpace {
   void add(Knob k);
   const Knob* find(const std::string& name) const;
   const std::vector<Knob>& knobs() const { return knobs_; }
-  // [{"name", "values", "default", "help", "scope"}, ...]
+  // [{"name", "values", "default", "help", "scope", "searched"[, "group"][, "conditions"]}, ...],
+  // two spaces per level
   std::string to_json() const;
 
  private:

@@ -3,11 +3,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "builder/plan_file.h"
-#include "core/json.h"
 #include "cli/engine_args.h"
+#include "core/json.h"
 #include "io/onnx_import.h"
 
 namespace tac::cli {
@@ -20,19 +21,15 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // --export-times: every timed run of measure(), in order (trtexec's --exportTimes).
 Status export_times(const std::string& path, const std::string& engine, const Latency& lat, bool device, int threads,
                     size_t input_sets, int warmup) {
-  std::string j = "{\"engine\": " + json_quote(engine) + ", \"timing\": \"" + (device ? "cuda_events" : "host_wall") +
-                  "\", \"threads\": " + std::to_string(threads) + ", \"input_sets\": " + std::to_string(input_sets) +
-                  ", \"warmup_runs\": " + std::to_string(warmup) + ", \"iterations\": [";
-  char buf[128];
-  for (size_t i = 0; i < lat.times_ms.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%s\n  {\"iteration\": %zu, \"input_set\": %zu, \"ms\": %s}", i ? "," : "", i, i % input_sets,
-                  json_number(lat.times_ms[i], 6).c_str());
-    j += buf;
-  }
-  j += "\n]}\n";
+  nlohmann::ordered_json iterations = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < lat.times_ms.size(); ++i)
+    iterations.push_back({{"iteration", i}, {"input_set", i % input_sets}, {"ms", rounded(lat.times_ms[i], 6)}});
+  const nlohmann::ordered_json j = {{"engine", engine},      {"timing", device ? "cuda_events" : "host_wall"},
+                                    {"threads", threads},    {"input_sets", input_sets},
+                                    {"warmup_runs", warmup}, {"iterations", iterations}};
   std::ofstream out(path);
   if (!out) return io_error(path + ": cannot write the --export-times file");
-  out << j;
+  out << dump_json(j, 2) << "\n";
   if (!out) return io_error(path + ": write failed");
   return Status::ok();
 }
@@ -166,17 +163,21 @@ int cmd_bench(int argc, char** argv) {
   if (lat->cv > 0.10)
     std::printf("warning: unstable timing (cv %.0f%% > 10%%): the machine is busy or the runs are too short\n",
                 100 * lat->cv);
-  if (args.has("--json"))
-    std::printf(
-        "{\"median_ms\": %s, \"p10_ms\": %s, \"p90_ms\": %s, \"mean_ms\": %s, \"cv\": %s, \"runs\": %d, "
-        "\"threads\": %d%s}\n",
-        json_number(lat->median_ms, 6).c_str(), json_number(lat->p10_ms, 6).c_str(), json_number(lat->p90_ms, 6).c_str(),
-        json_number(lat->mean_ms, 6).c_str(), json_number(lat->cv, 6).c_str(), lat->runs, threads,
-        device ? (std::string(", \"timing\": \"cuda_events\", \"graphs\": \"") +
-                  ((*engine)->graph_state().rfind("on", 0) == 0 ? "on" : "off") + "\", \"l2\": \"" +
-                  (args.has("--l2-flush") ? "cold" : "warm") + "\"")
-                     .c_str()
-               : "");
+  if (args.has("--json")) {
+    nlohmann::ordered_json j = {{"median_ms", rounded(lat->median_ms, 6)},
+                                {"p10_ms", rounded(lat->p10_ms, 6)},
+                                {"p90_ms", rounded(lat->p90_ms, 6)},
+                                {"mean_ms", rounded(lat->mean_ms, 6)},
+                                {"cv", rounded(lat->cv, 6)},
+                                {"runs", lat->runs},
+                                {"threads", threads}};
+    if (device) {
+      j["timing"] = "cuda_events";
+      j["graphs"] = (*engine)->graph_state().rfind("on", 0) == 0 ? "on" : "off";
+      j["l2"] = args.has("--l2-flush") ? "cold" : "warm";
+    }
+    std::printf("%s\n", dump_json(j).c_str());
+  }
   return 0;
 }
 
@@ -243,7 +244,7 @@ int bench_compare(Args& args) {
   for (size_t i = 0; i < n; ++i)
     for (const runtime::Latency& l : (*blocks)[i]) block_ms[i].push_back(l.median_ms);
   const int threads = engines[0]->plan().threads;
-  std::string json = "{\"engines\": [";
+  nlohmann::ordered_json json_engines = nlohmann::ordered_json::array();
   std::printf("%s: %d interleaved rounds of %.2f s blocks, %d threads\n", args.positional[0].c_str(), rounds, block_s, threads);
   for (size_t i = 0; i < n; ++i) {
     std::vector<double> ratios;
@@ -251,11 +252,16 @@ int bench_compare(Args& args) {
     const double med = runtime::median(block_ms[i]), sp = runtime::median(ratios);
     const double lo = *std::min_element(ratios.begin(), ratios.end()), hi = *std::max_element(ratios.begin(), ratios.end());
     std::printf("  %-40s median %9.4f ms   %.3fx the first (rounds: %.3f to %.3f)\n", names[i].c_str(), med, sp, lo, hi);
-    json += std::string(i ? ", " : "") + "{\"name\": " + json_quote(names[i]) + ", \"median_ms\": " + json_number(med, 6) +
-            ", \"speedup_vs_first\": " + json_number(sp, 4) + ", \"speedup_low\": " + json_number(lo, 4) +
-            ", \"speedup_high\": " + json_number(hi, 4) + "}";
+    json_engines.push_back({{"name", names[i]},
+                            {"median_ms", rounded(med, 6)},
+                            {"speedup_vs_first", rounded(sp, 4)},
+                            {"speedup_low", rounded(lo, 4)},
+                            {"speedup_high", rounded(hi, 4)}});
   }
-  if (args.has("--json")) std::printf("%s], \"rounds\": %d, \"threads\": %d}\n", json.c_str(), rounds, threads);
+  if (args.has("--json")) {
+    const nlohmann::ordered_json j = {{"engines", json_engines}, {"rounds", rounds}, {"threads", threads}};
+    std::printf("%s\n", dump_json(j).c_str());
+  }
   return 0;
 }
 

@@ -13,12 +13,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 
 #include "cli/args.h"
 #include "cli/engine_args.h"
+#include "core/json.h"
 #include "io/onnx_import.h"
 #include "io/test_case.h"
 #include "reference/compare.h"
@@ -476,9 +478,11 @@ int cmd_check(int argc, char** argv) {
           rc = 1;
         }
   }
-  if (args.has("--json"))
-    std::printf("{\"passed\": %d, \"failed\": %d, \"unsupported\": %d, \"errors\": %d, \"crashed\": %d, \"total\": %zu}\n",
-                n_pass, n_fail, n_unsup, n_error, n_crash, results.size());
+  if (args.has("--json")) {
+    const nlohmann::ordered_json j = {{"passed", n_pass},  {"failed", n_fail},   {"unsupported", n_unsup},
+                                      {"errors", n_error}, {"crashed", n_crash}, {"total", results.size()}};
+    std::printf("%s\n", dump_json(j).c_str());
+  }
   return rc;
 }
 

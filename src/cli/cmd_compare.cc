@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 
@@ -247,7 +248,7 @@ int cmd_compare(int argc, char** argv) {
               described.c_str(), tol.to_string().c_str());
   bool all_pass = true;
   std::string first_failure;
-  std::string json_sets;
+  nlohmann::ordered_json json_sets = nlohmann::ordered_json::array();
   for (size_t si = 0; si < sets->size(); ++si) {
     const io::TestDataSet& set = (*sets)[si];
     // Sets from --inputs are named by their folder; the one set of --input / random data is not.
@@ -262,7 +263,7 @@ int cmd_compare(int argc, char** argv) {
                 ms_a, ms_b);
     std::printf("  %-24s %-22s %10s %10s %10s %10s %12s %10s  %s\n", "output", "type", "max_abs", "max_rel", "l1", "l2", "cos",
                 "l0", "verdict");
-    std::string json_outs;
+    nlohmann::ordered_json json_outs = nlohmann::ordered_json::array();
     for (size_t k : outputs) {
       const std::string& name = g.values[static_cast<size_t>(g.outputs[k])].name;
       const Datum& da = (*out_a)[k];
@@ -299,24 +300,32 @@ int cmd_compare(int argc, char** argv) {
       else
         std::printf("  %-24s %-22s %10s %10s %10s %10s %12s %10s  %s\n", name.c_str(), type.c_str(), "-", "-", "-", "-", "-",
                     "-", pass ? "PASS" : ("FAIL: " + why).c_str());
-      json_outs += std::string(json_outs.empty() ? "" : ", ") + "{\"name\": " + json_quote(name);
-      if (m)
-        json_outs += ", \"linf\": " + json_number(m->linf) + ", \"max_rel\": " + json_number(max_rel) +
-                     ", \"l1\": " + json_number(m->l1) + ", \"l2\": " + json_number(m->l2) + ", \"cos\": " + json_number(m->cos) +
-                     ", \"l0\": " + json_number(m->l0) + ", \"finite\": " + (m->finite ? "true" : "false");
-      json_outs += std::string(", \"pass\": ") + (pass ? "true" : "false") + ", \"why\": " + json_quote(why) + "}";
+      // A non-finite metric (JSON has none) is written as null.
+      nlohmann::ordered_json out = {{"name", name}};
+      if (m) {
+        out["linf"] = rounded(m->linf);
+        out["max_rel"] = rounded(max_rel);
+        out["l1"] = rounded(m->l1);
+        out["l2"] = rounded(m->l2);
+        out["cos"] = rounded(m->cos);
+        out["l0"] = rounded(m->l0);
+        out["finite"] = m->finite;
+      }
+      out["pass"] = pass;
+      out["why"] = why;
+      json_outs.push_back(std::move(out));
     }
-    json_sets += std::string(si ? ", " : "") + "{\"name\": " + json_quote(set_name.empty() ? "inputs" : set_name) +
-                 ", \"outputs\": [" + json_outs + "]}";
+    json_sets.push_back({{"name", set_name.empty() ? "inputs" : set_name}, {"outputs", std::move(json_outs)}});
   }
   if (all_pass)
     std::printf("\nPASS: every compared output of A is within the tolerance of B\n");
   else
     std::printf("\nFAIL: %s\n", first_failure.c_str());
-  if (args.has("--json"))
-    std::printf("{\"a\": %s, \"b\": %s, \"tolerance\": %s, \"pass\": %s, \"sets\": [%s]}\n", json_quote(a.label).c_str(),
-                json_quote(b.label).c_str(), json_quote(tol.to_string()).c_str(), all_pass ? "true" : "false",
-                json_sets.c_str());
+  if (args.has("--json")) {
+    const nlohmann::ordered_json j = {
+        {"a", a.label}, {"b", b.label}, {"tolerance", tol.to_string()}, {"pass", all_pass}, {"sets", json_sets}};
+    std::printf("%s\n", dump_json(j).c_str());
+  }
   return all_pass ? 0 : 1;
 }
 

@@ -1,6 +1,7 @@
 // tactician info MODEL.onnx [--json]
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "builder/plan_file.h"
 #include "cli/args.h"
@@ -47,50 +48,37 @@ int info_plan(const Args& args) {
   for (const builder::PlanStep& st : plan.steps)
     ++tactics[g.nodes[static_cast<size_t>(st.node)].op_type + "/" + st.tactic->name];
   if (args.has("--json")) {
-    std::string j = "{\"plan\": " + json_quote(path) + ", \"tool\": " + json_quote(TAC_VERSION) +
-                    ", \"model_hash\": " + json_quote(plan.model_hash) + ", \"backend\": " +
-                    json_quote(kernels::backend_name(plan.backend)) + ", \"device\": " + json_quote(plan.device) +
-                    ", \"route\": " + json_quote(plan.route) + ", \"threads\": " + std::to_string(plan.threads) +
-                    ", \"dims\": {";
-    bool first = true;
-    for (const auto& [sym, n] : plan.dims) {
-      j += std::string(first ? "" : ", ") + json_quote(sym) + ": " + std::to_string(n);
-      first = false;
-    }
-    j += "}, \"shapes\": {";
-    first = true;
-    for (const auto& [sym, r] : plan.ranges) {
-      j += std::string(first ? "" : ", ") + json_quote(sym) + ": {\"min\": " + std::to_string(r.min) +
-           ", \"opt\": " + std::to_string(r.opt) + ", \"max\": " + std::to_string(r.max) + "}";
-      first = false;
-    }
-    j += "}";
+    using Json = nlohmann::ordered_json;
+    Json shapes = Json::object();
+    for (const auto& [sym, r] : plan.ranges) shapes[sym] = {{"min", r.min}, {"opt", r.opt}, {"max", r.max}};
+    Json j = {{"plan", path},
+              {"tool", TAC_VERSION},
+              {"model_hash", plan.model_hash},
+              {"backend", kernels::backend_name(plan.backend)},
+              {"device", plan.device},
+              {"route", plan.route},
+              {"threads", plan.threads},
+              {"dims", Json(plan.dims)},
+              {"shapes", shapes}};
     for (const auto& [key, vs] : {std::pair{"inputs", &g.inputs}, std::pair{"outputs", &g.outputs}}) {
-      j += std::string(", \"") + key + "\": [";
-      for (size_t i = 0; i < vs->size(); ++i)
-        j += std::string(i ? ", " : "") + "{\"name\": " + json_quote(g.values[static_cast<size_t>((*vs)[i])].name) +
-             ", \"type\": " + json_quote(plan_value_type(plan, (*vs)[i])) + "}";
-      j += "]";
+      Json list = Json::array();
+      for (int v : *vs) list.push_back({{"name", g.values[static_cast<size_t>(v)].name}, {"type", plan_value_type(plan, v)}});
+      j[key] = std::move(list);
     }
-    j += ", \"steps\": " + std::to_string(plan.steps.size()) + ", \"dynamic_steps\": " +
-         std::to_string(plan.dynamic_steps()) + ", \"arena_bytes\": " + std::to_string(plan.arena_bytes) +
-         ", \"weight_bytes\": " + std::to_string(plan.weight_bytes()) + ", \"tactics\": {";
-    first = true;
-    for (const auto& [k, c] : tactics) {
-      j += std::string(first ? "" : ", ") + json_quote(k) + ": " + std::to_string(c);
-      first = false;
-    }
-    j += "}";
+    j["steps"] = plan.steps.size();
+    j["dynamic_steps"] = plan.dynamic_steps();
+    j["arena_bytes"] = plan.arena_bytes;
+    j["weight_bytes"] = plan.weight_bytes();
+    j["tactics"] = tactics;
     if (args.has("--dump")) {
-      j += ", \"step_list\": [";
-      for (size_t s = 0; s < plan.steps.size(); ++s) {
-        const ir::Node& n = g.nodes[static_cast<size_t>(plan.steps[s].node)];
-        j += std::string(s ? ", " : "") + "{\"node\": " + json_quote(n.name) + ", \"op\": " + json_quote(n.op_type) +
-             ", \"tactic\": " + json_quote(plan.steps[s].tactic->name) + "}";
+      Json steps = Json::array();
+      for (const builder::PlanStep& st : plan.steps) {
+        const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
+        steps.push_back({{"node", n.name}, {"op", n.op_type}, {"tactic", st.tactic->name}});
       }
-      j += "]";
+      j["step_list"] = std::move(steps);
     }
-    std::printf("%s}\n", j.c_str());
+    std::printf("%s\n", dump_json(j).c_str());
     return 0;
   }
   std::printf("plan       %s (tactician %s)\n", path.c_str(), TAC_VERSION);
@@ -166,35 +154,30 @@ int cmd_info(int argc, char** argv) {
   auto missing = ref::unsupported_nodes(g);
 
   if (args.has("--json")) {
-    std::string j = "{\"model\": " + json_quote(m.path) + ", \"ir_version\": " + std::to_string(m.ir_version) +
-                    ", \"opsets\": {";
-    bool first = true;
-    for (const auto& [d, v] : m.opsets) {
-      j += std::string(first ? "" : ", ") + json_quote(d.empty() ? "ai.onnx" : d) + ": " + std::to_string(v);
-      first = false;
-    }
-    j += "}, \"inputs\": [";
-    for (size_t i = 0; i < g.inputs.size(); ++i) {
-      const ir::Value& v = g.values[static_cast<size_t>(g.inputs[i])];
-      j += std::string(i ? ", " : "") + "{\"name\": " + json_quote(v.name) + ", \"type\": " + json_quote(v.type.to_string()) + "}";
-    }
-    j += "], \"outputs\": [";
-    for (size_t i = 0; i < g.outputs.size(); ++i) {
-      const ir::Value& v = g.values[static_cast<size_t>(g.outputs[i])];
-      j += std::string(i ? ", " : "") + "{\"name\": " + json_quote(v.name) + ", \"type\": " + json_quote(v.type.to_string()) + "}";
-    }
-    j += "], \"nodes\": " + std::to_string(g.node_count_recursive()) + ", \"ops\": {";
-    first = true;
-    for (const auto& [op, c] : ops) {
-      j += std::string(first ? "" : ", ") + json_quote(op) + ": " + std::to_string(c);
-      first = false;
-    }
-    j += "}, \"parameters\": " + std::to_string(params) + ", \"parameter_bytes\": " + std::to_string(param_bytes) +
-         ", \"unsupported\": [";
-    for (size_t i = 0; i < missing.size(); ++i)
-      j += std::string(i ? ", " : "") + json_quote(missing[i]->label());
-    j += "]}";
-    std::printf("%s\n", j.c_str());
+    using Json = nlohmann::ordered_json;
+    Json opsets = Json::object();
+    for (const auto& [d, v] : m.opsets) opsets[d.empty() ? "ai.onnx" : d] = v;
+    auto typed_values = [&](const std::vector<int>& vs) {
+      Json list = Json::array();
+      for (int v : vs) {
+        const ir::Value& value = g.values[static_cast<size_t>(v)];
+        list.push_back({{"name", value.name}, {"type", value.type.to_string()}});
+      }
+      return list;
+    };
+    Json unsupported = Json::array();
+    for (const ir::Node* n : missing) unsupported.push_back(n->label());
+    const Json j = {{"model", m.path},
+                    {"ir_version", m.ir_version},
+                    {"opsets", opsets},
+                    {"inputs", typed_values(g.inputs)},
+                    {"outputs", typed_values(g.outputs)},
+                    {"nodes", g.node_count_recursive()},
+                    {"ops", Json(ops)},
+                    {"parameters", params},
+                    {"parameter_bytes", param_bytes},
+                    {"unsupported", unsupported}};
+    std::printf("%s\n", dump_json(j).c_str());
     return 0;
   }
 

@@ -2,6 +2,7 @@
 // tactics timed alone, their sums, and the measured end-to-end time.
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli/engine_args.h"
 #include "core/json.h"
@@ -100,20 +101,27 @@ int cmd_profile(int argc, char** argv) {
               lat->p10_ms, lat->p90_ms, lat->runs, plan.threads);
   std::printf("isolated sum / end-to-end        %10.2f\n", sum_isolated / 1e3 / lat->median_ms);
   if (args.has("--json")) {
-    std::string j = "{\"steps\": [";
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
     for (const Row& r : rows) {
       const builder::PlanStep& st = plan.steps[r.step];
       const ir::Node& n = g.nodes[static_cast<size_t>(st.node)];
-      j += std::string(r.step ? ", " : "") + "{\"step\": " + std::to_string(r.step) + ", \"node\": " + json_quote(n.name) +
-           ", \"op\": " + json_quote(n.op_type) + ", \"tactic\": " + json_quote(st.tactic->name);
-      j += ", \"engine_us\": " + json_number(r.engine_us, 3) + ", \"isolated_us\": " + json_number(r.isolated_us, 3) + "}";
+      steps.push_back({{"step", r.step},
+                       {"node", n.name},
+                       {"op", n.op_type},
+                       {"tactic", st.tactic->name},
+                       {"engine_us", rounded(r.engine_us, 3)},
+                       {"isolated_us", rounded(r.isolated_us, 3)}});
     }
-    j += "], \"sum_engine_ms\": " + json_number(sum_engine / 1e3, 6) +
-         ", \"sum_isolated_ms\": " + json_number(sum_isolated / 1e3, 6) + ", \"median_ms\": " + json_number(lat->median_ms, 6) +
-         ", \"p10_ms\": " + json_number(lat->p10_ms, 6) + ", \"p90_ms\": " + json_number(lat->p90_ms, 6) +
-         ", \"runs\": " + std::to_string(lat->runs) + ", \"threads\": " + std::to_string(plan.threads) +
-         ", \"backend\": " + json_quote(kernels::backend_name(plan.backend)) + "}";
-    std::printf("%s\n", j.c_str());
+    const nlohmann::ordered_json j = {{"steps", steps},
+                                      {"sum_engine_ms", rounded(sum_engine / 1e3, 6)},
+                                      {"sum_isolated_ms", rounded(sum_isolated / 1e3, 6)},
+                                      {"median_ms", rounded(lat->median_ms, 6)},
+                                      {"p10_ms", rounded(lat->p10_ms, 6)},
+                                      {"p90_ms", rounded(lat->p90_ms, 6)},
+                                      {"runs", lat->runs},
+                                      {"threads", plan.threads},
+                                      {"backend", kernels::backend_name(plan.backend)}};
+    std::printf("%s\n", dump_json(j).c_str());
   }
   return 0;
 }

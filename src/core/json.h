@@ -1,20 +1,22 @@
-// JSON string literals for the files and lines Tactician writes (knob lists, summaries, JSONL).
+// JSON through nlohmann-json: the one way Tactician writes its JSON (knob lists, summaries, JSONL).
+// Callers build a nlohmann::ordered_json (keys stay in the order they are set) and write it with
+// dump_json; only .cc files include <nlohmann/json.hpp>, a large header.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
-#include <string_view>
 
 namespace tac {
 
-// Length of the valid UTF-8 sequence at s[i], or 0 if invalid (overlong, surrogate, > U+10FFFF).
-size_t utf8_length(std::string_view s, size_t i);
-// Appends `s` as a JSON string literal: quotes, backslashes and control characters escaped;
-// invalid UTF-8 bytes become U+FFFD (JSON text must be UTF-8).
-void append_json_string(std::string& out, std::string_view s);
-// `s` as a JSON string literal.
-std::string json_quote(std::string_view s);
-// `v` as a JSON number: `decimals` digits after the point, or 9 significant digits when negative;
-// null when it is not finite (JSON has no NaN or Inf: printf's "nan" would make the file unreadable).
-std::string json_number(double v, int decimals = -1);
+// `j` as JSON text: one line (indent < 0) or `indent` spaces per level. Invalid UTF-8 in a string
+// becomes U+FFFD (JSON text must be UTF-8), so only text that was not UTF-8 is changed; NaN and
+// infinities are written as null (JSON has neither).
+std::string dump_json(const nlohmann::ordered_json& j, int indent = -1);
+
+// `v` rounded to `decimals` digits after the point (negative: to 9 significant digits), so that
+// dump_json, which writes the shortest text that reads back to the same double, writes at most
+// those digits ("0.1234565", not "0.12345649999999999"). Non-finite values are returned as they
+// are (written as null).
+double rounded(double v, int decimals = -1);
 
 }  // namespace tac

@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string_view>
+
+#include "core/json.h"
 
 namespace tac::tuner {
 
@@ -295,134 +298,117 @@ std::string check_tolerance(const Tolerance& tol, const std::vector<Metrics>& pe
 }
 
 std::string metrics_json(const std::vector<Metrics>& per_output) {
-  // JSON has no Inf or NaN: those metrics are written as null.
-  auto num = [](double v) { return std::isfinite(v) ? format_exact(v) : std::string("null"); };
-  std::string out = "[";
-  for (size_t i = 0; i < per_output.size(); ++i) {
-    const Metrics& m = per_output[i];
-    if (i) out += ", ";
-    out += "{\"linf\": " + num(m.linf) + ", \"l1\": " + num(m.l1) + ", \"l2\": " + num(m.l2) +
-           ", \"cos\": " + num(m.cos) + ", \"l0\": " + num(m.l0) +
-           ", \"finite\": " + (m.finite ? "true" : "false") + "}";
-  }
-  return out + "]";
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Metrics& m : per_output)
+    list.push_back({{"linf", m.linf}, {"l1", m.l1}, {"l2", m.l2}, {"cos", m.cos}, {"l0", m.l0}, {"finite", m.finite}});
+  return dump_json(list);
 }
 
 namespace {
 
-// A recursive-descent reader of exactly the shape metrics_json writes (no general JSON values:
-// anything else is an error, so a string search can never be fooled by what a string holds).
-class MetricsReader {
+using Json = nlohmann::ordered_json;
+
+// Where (the byte, from 0, that the parser stopped at) and why nlohmann's parser stopped, for the
+// error message (parse without exceptions says only that it did). Other events are dropped.
+class SyntaxError final : public nlohmann::json_sax<Json> {
  public:
-  explicit MetricsReader(std::string_view in) : in_(in) {}
+  size_t byte = 0;
+  std::string why;
 
-  Result<std::vector<Metrics>> read() {
-    std::vector<Metrics> out;
-    skip_ws();
-    if (pos_ == in_.size()) return out;
-    if (!eat('[')) return error("expected '[' (a list of per-output metrics)");
-    skip_ws();
-    if (!eat(']')) {
-      for (;;) {
-        Metrics m;
-        TAC_RETURN_IF_ERROR(object(m));
-        out.push_back(m);
-        skip_ws();
-        if (eat(']')) break;
-        if (!eat(',')) return error("expected ',' or ']'");
-        skip_ws();
-      }
-    }
-    skip_ws();
-    if (pos_ != in_.size()) return error("text after the list");
-    return out;
-  }
-
- private:
-  Status error(const std::string& what) const {
-    return invalid_argument("metrics JSON at byte " + std::to_string(pos_) + ": " + what);
-  }
-  void skip_ws() {
-    while (pos_ < in_.size() && (in_[pos_] == ' ' || in_[pos_] == '\t' || in_[pos_] == '\n' || in_[pos_] == '\r')) ++pos_;
-  }
-  bool eat(char c) {
-    if (pos_ < in_.size() && in_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string&, const Json::exception& e) override {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error ..."
+    // or "[json.exception.out_of_range.406] number overflow parsing '1e999'"; the byte says where.
+    std::string_view w = e.what();
+    if (size_t p = w.find("] "); p != std::string_view::npos) w.remove_prefix(p + 2);
+    if (w.rfind("parse error", 0) == 0)
+      if (size_t p = w.find(": "); p != std::string_view::npos) w.remove_prefix(p + 2);
+    byte = position > 0 ? position - 1 : 0;  // nlohmann counts the bytes read, the last one included
+    why = w;
     return false;
   }
-  bool word(std::string_view w) {
-    if (in_.substr(pos_, w.size()) != w) return false;
-    pos_ += w.size();
-    return true;
-  }
-  Status object(Metrics& m) {
-    if (!eat('{')) return error("expected '{' (one output's metrics)");
-    std::string seen;
-    skip_ws();
-    if (eat('}')) return Status::ok();
-    for (;;) {
-      if (!eat('"')) return error("expected a metric name in quotes");
-      const size_t start = pos_;
-      while (pos_ < in_.size() && in_[pos_] != '"' && in_[pos_] != '\\' && static_cast<unsigned char>(in_[pos_]) >= 0x20)
-        ++pos_;
-      const std::string key(in_.substr(start, pos_ - start));
-      if (!eat('"')) return error("unterminated or escaped metric name");
-      if ((" " + seen + " ").find(" " + key + " ") != std::string::npos) return error("metric '" + key + "' given twice");
-      seen += " " + key;
-      skip_ws();
-      if (!eat(':')) return error("expected ':' after '" + key + "'");
-      skip_ws();
-      if (key == "finite") {
-        if (word("true")) m.finite = true;
-        else if (word("false")) m.finite = false;
-        else return error("'finite' must be true or false");
-      } else {
-        double* v = key == "linf" ? &m.linf : key == "l1" ? &m.l1 : key == "l2" ? &m.l2 : key == "cos" ? &m.cos
-                  : key == "l0" ? &m.l0 : nullptr;
-        if (!v) return error("unknown metric '" + key + "' (linf, l1, l2, cos, l0, finite)");
-        if (word("null")) {
-          *v = std::numeric_limits<double>::quiet_NaN();
-        } else {
-          TAC_RETURN_IF_ERROR(number(key, *v));
-          if (key != "cos" && *v < 0) return error("metric '" + key + "' is negative");
-        }
-      }
-      skip_ws();
-      if (eat('}')) return Status::ok();
-      if (!eat(',')) return error("expected ',' or '}'");
-      skip_ws();
-    }
-  }
-  // A JSON number (RFC 8259 grammar), finite.
-  Status number(const std::string& key, double& out) {
-    const size_t start = pos_;
-    auto digits = [&] {
-      const size_t d = pos_;
-      while (pos_ < in_.size() && in_[pos_] >= '0' && in_[pos_] <= '9') ++pos_;
-      return pos_ > d;
-    };
-    eat('-');
-    if (!eat('0') && !digits()) return error("metric '" + key + "' is not a number");
-    if (eat('.') && !digits()) return error("metric '" + key + "': digits expected after '.'");
-    if (eat('e') || eat('E')) {
-      if (!eat('+')) eat('-');
-      if (!digits()) return error("metric '" + key + "': digits expected in the exponent");
-    }
-    std::string text(in_.substr(start, pos_ - start));
-    char* end = nullptr;
-    out = std::strtod(text.c_str(), &end);
-    if (!std::isfinite(out)) return error("metric '" + key + "' is out of range");
-    return Status::ok();
-  }
-
-  std::string_view in_;
-  size_t pos_ = 0;
 };
+
+Status metrics_error(const std::string& where, const std::string& what) {
+  return invalid_argument("metrics JSON" + where + ": " + what);
+}
 
 }  // namespace
 
-Result<std::vector<Metrics>> parse_metrics_json(std::string_view text) { return MetricsReader(text).read(); }
+Result<std::vector<Metrics>> parse_metrics_json(std::string_view text) {
+  std::vector<Metrics> out;
+  if (text.find_first_not_of(" \t\n\r") == std::string_view::npos) return out;
+  // nlohmann keeps the last of an output's repeated keys; here a repeat is an error, so the parse
+  // notes the first one (the keys of the list's objects, depth 2) and which object it is in.
+  std::vector<std::vector<std::string>> keys;  // of each open object
+  int objects = 0;                             // of the list's objects started so far
+  std::string repeated;
+  int repeated_in = -1;
+  auto note_keys = [&](int depth, Json::parse_event_t event, Json& v) {
+    using E = Json::parse_event_t;
+    if (event == E::object_start) {
+      keys.emplace_back();
+      if (depth == 1) ++objects;
+    } else if (event == E::object_end) {
+      keys.pop_back();
+    } else if (event == E::key && depth == 2 && repeated_in < 0 && !keys.empty()) {
+      std::string k = v.get<std::string>();
+      if (std::find(keys.back().begin(), keys.back().end(), k) != keys.back().end()) {
+        repeated = k;
+        repeated_in = objects - 1;
+      }
+      keys.back().push_back(std::move(k));
+    }
+    return true;
+  };
+  const Json doc = Json::parse(text, note_keys, false);
+  if (doc.is_discarded()) {
+    SyntaxError e;
+    (void)Json::sax_parse(text, &e);
+    return metrics_error(" at byte " + std::to_string(e.byte), e.why);
+  }
+  if (!doc.is_array()) return metrics_error("", "expected a list of per-output metrics");
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const std::string where = ", output " + std::to_string(i);
+    const Json& o = doc[i];
+    if (!o.is_object()) return metrics_error(where, "expected an object (one output's metrics)");
+    if (static_cast<int>(i) == repeated_in) return metrics_error(where, "metric '" + repeated + "' given twice");
+    Metrics m;
+    for (const auto& [key, v] : o.items()) {
+      if (key == "finite") {
+        if (!v.is_boolean()) return metrics_error(where, "'finite' must be true or false");
+        m.finite = v.get<bool>();
+        continue;
+      }
+      double* d = key == "linf"  ? &m.linf
+                  : key == "l1"  ? &m.l1
+                  : key == "l2"  ? &m.l2
+                  : key == "cos" ? &m.cos
+                  : key == "l0"  ? &m.l0
+                                 : nullptr;
+      if (!d) return metrics_error(where, "unknown metric '" + key + "' (linf, l1, l2, cos, l0, finite)");
+      if (v.is_null()) {
+        *d = std::numeric_limits<double>::quiet_NaN();
+        continue;
+      }
+      if (!v.is_number()) return metrics_error(where, "metric '" + key + "' is not a number");
+      *d = v.get<double>();  // finite: the parser refuses numbers out of a double's range
+      if (key != "cos" && *d < 0) return metrics_error(where, "metric '" + key + "' is negative");
+    }
+    out.push_back(m);
+  }
+  return out;
+}
 
 }  // namespace tac::tuner

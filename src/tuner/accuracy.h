@@ -59,7 +59,8 @@ std::string metrics_json(const std::vector<Metrics>& per_output);
 // The inverse of metrics_json, for text read back from a tuning database (input: it may have been
 // edited): a JSON list of objects whose keys are among linf, l1, l2, cos, l0 (a number, or null,
 // which reads back as NaN) and finite (true or false), each at most once; linf, l1, l2 and l0 not
-// negative. "" reads as no outputs. Errors say what is wrong and where.
+// negative. "" reads as no outputs. Errors say what is wrong and where: the byte where the text
+// stops being JSON, else the output whose object is wrong.
 Result<std::vector<Metrics>> parse_metrics_json(std::string_view text);
 
 }  // namespace tac::tuner

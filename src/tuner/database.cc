@@ -23,23 +23,21 @@
 // SQL text is only ever fixed literals; every value goes through sqlite3_bind_*.
 #include "tuner/database.h"
 
-#include "builder/knobs.h"
-#include "core/json.h"
-#include "tuner/accuracy.h"
-
 #include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
-#include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdio>
-#include <climits>
 #include <cstring>
 #include <filesystem>
-#include <string_view>
+#include <nlohmann/json.hpp>
+
+#include "builder/knobs.h"
+#include "core/json.h"
+#include "tuner/accuracy.h"
 
 namespace fs = std::filesystem;
 
@@ -324,183 +322,45 @@ Status with_directory_hint(const Status& s, const std::string& path) {
 
 // ---- JSON output ----
 
-// Shortest round-trip form; NaN and infinities (not JSON) become null.
-void append_json_number(std::string& out, double v) {
-  if (!std::isfinite(v)) {
-    out += "null";
-    return;
-  }
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, res.ptr);
+// The metrics column as a JSON value for the export: null when empty, the parsed value when it is
+// JSON nested at most kMaxDepth deep (written again on one line), else a JSON string of the raw
+// text (a row edited by hand stays readable). The depth bound keeps the writer's recursion
+// bounded: nlohmann parses without recursion but writes with it.
+nlohmann::ordered_json metrics_value(const std::string& text) {
+  constexpr int kMaxDepth = 256;
+  if (text.empty()) return nullptr;
+  bool too_deep = false;
+  auto depth_check = [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+    too_deep = too_deep || depth > kMaxDepth;
+    return true;
+  };
+  nlohmann::ordered_json v = nlohmann::ordered_json::parse(text, depth_check, false);
+  if (v.is_discarded() || too_deep) return text;
+  return v;
 }
 
-// Strict RFC 8259 validator that also copies the value without insignificant whitespace
-// (so a multi-line metrics document stays on one JSONL line).
-class JsonMinifier {
- public:
-  explicit JsonMinifier(std::string_view in) : in_(in) {}
-  bool run(std::string& out) {
-    skip_ws();
-    if (!value(out, 0)) return false;
-    skip_ws();
-    return pos_ == in_.size();
-  }
-
- private:
-  static constexpr int kMaxDepth = 256;
-  bool at(char c) const { return pos_ < in_.size() && in_[pos_] == c; }
-  bool digit() const { return pos_ < in_.size() && in_[pos_] >= '0' && in_[pos_] <= '9'; }
-  void skip_ws() {
-    while (pos_ < in_.size() && (in_[pos_] == ' ' || in_[pos_] == '\t' || in_[pos_] == '\n' || in_[pos_] == '\r')) ++pos_;
-  }
-  bool literal(std::string_view word, std::string& out) {
-    if (in_.substr(pos_, word.size()) != word) return false;
-    out.append(word);
-    pos_ += word.size();
-    return true;
-  }
-  bool value(std::string& out, int depth) {
-    if (depth > kMaxDepth || pos_ >= in_.size()) return false;
-    char c = in_[pos_];
-    if (c == '{' || c == '[') {
-      char close = c == '{' ? '}' : ']';
-      out += c;
-      ++pos_;
-      skip_ws();
-      if (at(close)) {
-        out += close;
-        ++pos_;
-        return true;
-      }
-      for (;;) {
-        skip_ws();
-        if (c == '{') {
-          if (!at('"') || !string(out)) return false;
-          skip_ws();
-          if (!at(':')) return false;
-          out += ':';
-          ++pos_;
-          skip_ws();
-        }
-        if (!value(out, depth + 1)) return false;
-        skip_ws();
-        if (at(',')) {
-          out += ',';
-          ++pos_;
-          continue;
-        }
-        if (!at(close)) return false;
-        out += close;
-        ++pos_;
-        return true;
-      }
-    }
-    if (c == '"') return string(out);
-    if (c == 't') return literal("true", out);
-    if (c == 'f') return literal("false", out);
-    if (c == 'n') return literal("null", out);
-    return number(out);
-  }
-  bool string(std::string& out) {
-    size_t start = pos_++;
-    while (pos_ < in_.size()) {
-      unsigned char c = static_cast<unsigned char>(in_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        out.append(in_.substr(start, pos_ - start));
-        return true;
-      }
-      if (c < 0x20) return false;
-      if (c == '\\') {
-        if (++pos_ >= in_.size()) return false;
-        char e = in_[pos_];
-        if (e == 'u') {
-          for (int k = 1; k <= 4; ++k)
-            if (pos_ + k >= in_.size() || !std::isxdigit(static_cast<unsigned char>(in_[pos_ + k]))) return false;
-          pos_ += 5;
-        } else if (std::strchr("\"\\/bfnrt", e) && e != '\0') {
-          ++pos_;
-        } else {
-          return false;
-        }
-        continue;
-      }
-      size_t n = utf8_length(in_, pos_);
-      if (n == 0) return false;
-      pos_ += n;
-    }
-    return false;
-  }
-  bool number(std::string& out) {
-    size_t start = pos_;
-    if (at('-')) ++pos_;
-    if (at('0')) {
-      ++pos_;
-    } else if (digit()) {
-      while (digit()) ++pos_;
-    } else {
-      return false;
-    }
-    if (at('.')) {
-      ++pos_;
-      if (!digit()) return false;
-      while (digit()) ++pos_;
-    }
-    if (at('e') || at('E')) {
-      ++pos_;
-      if (at('+') || at('-')) ++pos_;
-      if (!digit()) return false;
-      while (digit()) ++pos_;
-    }
-    out.append(in_.substr(start, pos_ - start));
-    return true;
-  }
-
-  std::string_view in_;
-  size_t pos_ = 0;
-};
-
-// One record as one line of JSON. `metrics` holds metrics_json embedded as a JSON value when it
-// is valid JSON (minified), null when it is empty, and a JSON string of the raw text otherwise.
+// One record as one line of JSON. NaN and infinities (not JSON) are written as null.
 std::string record_to_json(const CandidateRecord& r) {
-  std::string j = "{\"id\":" + std::to_string(r.id);
-  auto field = [&](const char* key, const std::string& v) {
-    j += ",\"";
-    j += key;
-    j += "\":";
-    append_json_string(j, v);
-  };
-  auto number = [&](const char* key, double v) {
-    j += ",\"";
-    j += key;
-    j += "\":";
-    append_json_number(j, v);
-  };
-  field("model_hash", r.model_hash);
-  field("device", r.device);
-  field("tool_version", r.tool_version);
-  field("route", r.route);
-  field("status", r.status);
-  field("reason", r.reason);
-  field("strategy", r.strategy);
-  j += ",\"seed\":" + std::to_string(r.seed);
-  number("build_ms", r.build_ms);
-  j += ",\"metrics\":";
-  std::string metrics;
-  if (r.metrics_json.empty()) j += "null";
-  else if (JsonMinifier(r.metrics_json).run(metrics)) j += metrics;
-  else append_json_string(j, r.metrics_json);
-  number("median_ms", r.median_ms);
-  number("p10_ms", r.p10_ms);
-  number("p90_ms", r.p90_ms);
-  number("cv", r.cv);
-  j += ",\"runs\":" + std::to_string(r.runs);
-  j += ",\"threads\":" + std::to_string(r.threads);
-  number("unix_time", r.unix_time);
-  field("evaluator", r.evaluator);
-  j += '}';
-  return j;
+  const nlohmann::ordered_json j = {{"id", r.id},
+                                    {"model_hash", r.model_hash},
+                                    {"device", r.device},
+                                    {"tool_version", r.tool_version},
+                                    {"route", r.route},
+                                    {"status", r.status},
+                                    {"reason", r.reason},
+                                    {"strategy", r.strategy},
+                                    {"seed", r.seed},
+                                    {"build_ms", r.build_ms},
+                                    {"metrics", metrics_value(r.metrics_json)},
+                                    {"median_ms", r.median_ms},
+                                    {"p10_ms", r.p10_ms},
+                                    {"p90_ms", r.p90_ms},
+                                    {"cv", r.cv},
+                                    {"runs", r.runs},
+                                    {"threads", r.threads},
+                                    {"unix_time", r.unix_time},
+                                    {"evaluator", r.evaluator}};
+  return dump_json(j);
 }
 
 }  // namespace

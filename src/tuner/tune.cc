@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/json.h"
@@ -197,31 +198,44 @@ std::string TuneSummary::time_text() const {
 }
 
 std::string TuneSummary::to_json() const {
-  std::string by_rank, speed;
-  for (const auto& [rank, n] : candidates_by_rank)
-    by_rank += (by_rank.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + std::to_string(n);
-  for (const auto& [rank, f] : rank_speed)
-    speed += (speed.empty() ? "\"" : ", \"") + std::to_string(rank) + "\": " + json_number(f, 4);
-  return "{\"default_ms\": " + json_number(default_ms, 6) + ", \"best_ms\": " + json_number(best_ms, 6) +
-         ", \"speedup\": " + json_number(speedup, 4) + ", \"speedup_low\": " + json_number(speedup_low, 4) +
-         ", \"speedup_high\": " + json_number(speedup_high, 4) + ", \"candidates\": " + std::to_string(candidates) +
-         ", \"failed\": " + std::to_string(failed) + ", \"rejected\": " + std::to_string(rejected) +
-         ", \"resumed\": " + std::to_string(resumed) + ", \"best_route\": " + json_quote(best_route) +
-         ", \"accuracy\": " + best_metrics_json + ", \"wall_s\": " + json_number(wall_s, 1) +
-         ", \"build_s\": " + json_number(build_s, 1) + ", \"stop_reason\": " + json_quote(stop_reason) +
-         ", \"dimensions\": " + std::to_string(dimensions) + ", \"space_size\": " + std::to_string(space_size) +
-         ", \"refined_knobs\": " + std::to_string(refined_knobs) + ", \"candidates_by_rank\": {" + by_rank +
-         "}, \"rank_speed\": {" + speed + "}, \"time\": {\"reference_s\": " + json_number(time.reference_s, 2) +
-         ", \"evaluations\": " + std::to_string(time.evaluations) + ", \"evaluations_s\": " + json_number(time.evaluations_s, 2) +
-         ", \"build_s\": " + json_number(time.build_s, 2) + ", \"check_s\": " + json_number(time.check_s, 2) +
-         ", \"measure_s\": " + json_number(time.measure_s, 2) + "}, \"verdict\": " + json_quote(verdict) +
-         ", \"tolerance\": " + json_quote(tolerance) + ", \"warnings\": [" +
-         [&] {
-           std::string w;
-           for (const std::string& s : warnings) w += (w.empty() ? "" : ", ") + json_quote(s);
-           return w;
-         }() +
-         "]}";
+  using Json = nlohmann::ordered_json;
+  Json by_rank = Json::object(), speed = Json::object();
+  for (const auto& [rank, n] : candidates_by_rank) by_rank[std::to_string(rank)] = n;
+  for (const auto& [rank, f] : rank_speed) speed[std::to_string(rank)] = rounded(f, 4);
+  // best_metrics_json is the accuracy gate's list (final.cc keeps it valid); anything else would
+  // make the summary unreadable, so it reads as no outputs.
+  Json accuracy = Json::parse(best_metrics_json, nullptr, false);
+  if (accuracy.is_discarded()) accuracy = Json::array();
+  const Json j = {{"default_ms", rounded(default_ms, 6)},
+                  {"best_ms", rounded(best_ms, 6)},
+                  {"speedup", rounded(speedup, 4)},
+                  {"speedup_low", rounded(speedup_low, 4)},
+                  {"speedup_high", rounded(speedup_high, 4)},
+                  {"candidates", candidates},
+                  {"failed", failed},
+                  {"rejected", rejected},
+                  {"resumed", resumed},
+                  {"best_route", best_route},
+                  {"accuracy", accuracy},
+                  {"wall_s", rounded(wall_s, 1)},
+                  {"build_s", rounded(build_s, 1)},
+                  {"stop_reason", stop_reason},
+                  {"dimensions", dimensions},
+                  {"space_size", space_size},
+                  {"refined_knobs", refined_knobs},
+                  {"candidates_by_rank", by_rank},
+                  {"rank_speed", speed},
+                  {"time",
+                   {{"reference_s", rounded(time.reference_s, 2)},
+                    {"evaluations", time.evaluations},
+                    {"evaluations_s", rounded(time.evaluations_s, 2)},
+                    {"build_s", rounded(time.build_s, 2)},
+                    {"check_s", rounded(time.check_s, 2)},
+                    {"measure_s", rounded(time.measure_s, 2)}}},
+                  {"verdict", verdict},
+                  {"tolerance", tolerance},
+                  {"warnings", warnings}};
+  return dump_json(j);
 }
 
 }  // namespace tac::tuner

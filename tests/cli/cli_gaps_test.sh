@@ -34,7 +34,7 @@ printf 'pass.fuse_conv=off\nmemory.planner=no_reuse\n' > "$tmp/r.route"
 steps=$(sed -n 's/^plan: \([0-9]*\) steps.*/\1/p' "$tmp/build.out")
 
 # --- check --plan: a saved plan against the test data of its model.
-expect check-plan 0 '^\{"passed": 1, "failed": 0, "unsupported": 0, "errors": 0' -- "$bin" check "$dir" --plan "$tmp/r.plan" --json
+expect check-plan 0 '^\{"passed":1,"failed":0,"unsupported":0,"errors":0' -- "$bin" check "$dir" --plan "$tmp/r.plan" --json
 grep -q "^plan $tmp/r.plan (route: memory.planner=no_reuse pass.fuse_conv=off, cpu," "$tmp/out" \
   && echo "ok   check-plan-names-route" || { echo "FAIL check-plan-names-route"; head -3 "$tmp/out"; fails=$((fails+1)); }
 expect check-plan-missing 2 "none.plan: cannot open the plan" -- "$bin" check "$dir" --plan "$tmp/none.plan"
@@ -51,15 +51,15 @@ if [ -n "$zoo" ] && [ -d "$zoo/mnist-cntk" ]; then
 fi
 
 # --- check --tolerance: the tuner's language instead of rtol/atol.
-expect check-tolerance-pass 0 '^\{"passed": 1, "failed": 0' -- "$bin" check "$dir" --tolerance "cos>=0.9999,l2<=1e-4" --json
+expect check-tolerance-pass 0 '^\{"passed":1,"failed":0' -- "$bin" check "$dir" --tolerance "cos>=0.9999,l2<=1e-4" --json
 grep -q "^tolerance: cos>=0.9999,l2<=1e-04,atol=1e-04,rtol=0.001$" "$tmp/out" \
   && echo "ok   check-tolerance-echo" || { echo "FAIL check-tolerance-echo"; head -3 "$tmp/out"; fails=$((fails+1)); }
 # An fp32 engine is not bit-exact with the stored outputs: a relative l2 of 1e-12 must fail, naming the output.
 expect check-tolerance-fail 1 "^FAIL +squeezenet1.1 +test_data_set_0 output 'softmaxout_1': l2 [0-9.e-]+ > 1e-12" -- \
   "$bin" check "$dir" --tolerance "l2<=1e-12"
 printf 'cos>=0.9999\nl0<=0.01\natol=1e-5\n' > "$tmp/tol.txt"
-expect check-tolerance-file 0 '^\{"passed": 1, "failed": 0' -- "$bin" check "$dir" --tolerance-file "$tmp/tol.txt" --json
-expect check-tolerance-plan 0 '^\{"passed": 1, "failed": 0' -- "$bin" check "$dir" --plan "$tmp/r.plan" --tolerance "cos>=0.99999" --json
+expect check-tolerance-file 0 '^\{"passed":1,"failed":0' -- "$bin" check "$dir" --tolerance-file "$tmp/tol.txt" --json
+expect check-tolerance-plan 0 '^\{"passed":1,"failed":0' -- "$bin" check "$dir" --plan "$tmp/r.plan" --tolerance "cos>=0.99999" --json
 expect check-tolerance-bad 2 "tolerance term 'cos>0.9': comparison '>' is not allowed" -- "$bin" check "$dir" --tolerance "cos>0.9"
 expect check-tolerance-unknown 2 "unknown name 'cosine'" -- "$bin" check "$dir" --tolerance "cosine>=0.9"
 expect check-tolerance-and-rtol 2 "--tolerance replaces --rtol/--atol" -- "$bin" check "$dir" --tolerance "cos>=0.9" --rtol 0.1

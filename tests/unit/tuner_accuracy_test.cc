@@ -413,9 +413,8 @@ TEST(TunerAccuracyJson, Format) {
   b.finite = false;
   b.linf = kInf;
   b.cos = kNaN;
-  EXPECT_EQ(metrics_json({a, b}),
-            "[{\"linf\": 0.5, \"l1\": 0.25, \"l2\": 1e-05, \"cos\": 0.99999, \"l0\": 0.125, \"finite\": true}, "
-            "{\"linf\": null, \"l1\": 0, \"l2\": 0, \"cos\": null, \"l0\": 0, \"finite\": false}]");
+  EXPECT_EQ(metrics_json({a, b}), R"([{"linf":0.5,"l1":0.25,"l2":1e-05,"cos":0.99999,"l0":0.125,"finite":true},)"
+                                  R"({"linf":null,"l1":0.0,"l2":0.0,"cos":null,"l0":0.0,"finite":false}])");
   EXPECT_EQ(metrics_json({}), "[]");
 }
 
@@ -447,18 +446,34 @@ TEST(TunerAccuracyJson, RefusesAnythingElse) {
     auto r = parse_metrics_json(text);
     return r.is_ok() ? std::string("<accepted>") : r.status().message();
   };
-  EXPECT_EQ(why("{}"), "metrics JSON at byte 0: expected '[' (a list of per-output metrics)");
-  EXPECT_EQ(why("[1]"), "metrics JSON at byte 1: expected '{' (one output's metrics)");
-  EXPECT_EQ(why(R"([{"l2": "0.1"}])"), "metrics JSON at byte 8: metric 'l2' is not a number");
-  EXPECT_EQ(why(R"([{"l2": 1e999}])"), "metrics JSON at byte 13: metric 'l2' is out of range");
-  EXPECT_EQ(why(R"([{"l2": -1}])"), "metrics JSON at byte 10: metric 'l2' is negative");
-  EXPECT_EQ(why(R"([{"l2": 1, "l2": 2}])"), "metrics JSON at byte 15: metric 'l2' given twice");
-  EXPECT_EQ(why(R"([{"finite": 1}])"), "metrics JSON at byte 12: 'finite' must be true or false");
-  EXPECT_EQ(why(R"([{"l2": 1}] x)"), "metrics JSON at byte 12: text after the list");
-  EXPECT_EQ(why(R"([{"l2": 1},])"), "metrics JSON at byte 11: expected '{' (one output's metrics)");
-  EXPECT_EQ(why(R"([{"l2": 1.}])"), "metrics JSON at byte 10: metric 'l2': digits expected after '.'");
-  EXPECT_EQ(why(R"([{"l\u0032": 1}])"), "metrics JSON at byte 4: unterminated or escaped metric name");
-  EXPECT_EQ(why("[{\"l2\": 1}"), "metrics JSON at byte 10: expected ',' or ']'");
+  // Not JSON: the byte where nlohmann's parser stopped, and its reason.
+  EXPECT_EQ(why(R"([{"l2": 1e999}])"), "metrics JSON at byte 12: number overflow parsing '1e999'");
+  EXPECT_EQ(why(R"([{"l2": 1}] x)"),
+            "metrics JSON at byte 12: syntax error while parsing value - invalid literal; last read: '1}] x'; expected end of "
+            "input");
+  EXPECT_EQ(why(R"([{"l2": 1},])"),
+            "metrics JSON at byte 11: syntax error while parsing value - unexpected ']'; expected '[', '{', or a literal");
+  EXPECT_EQ(why(R"([{"l2": 1.}])"),
+            "metrics JSON at byte 10: syntax error while parsing value - invalid number; expected digit after '.'; last read: "
+            "'1.}'");
+  EXPECT_EQ(why("[{\"l2\": 1}"),
+            "metrics JSON at byte 10: syntax error while parsing array - unexpected end of input; expected ']'");
+  // JSON of another shape: the output at fault.
+  EXPECT_EQ(why("{}"), "metrics JSON: expected a list of per-output metrics");
+  EXPECT_EQ(why("[1]"), "metrics JSON, output 0: expected an object (one output's metrics)");
+  EXPECT_EQ(why(R"([{"l2": "0.1"}])"), "metrics JSON, output 0: metric 'l2' is not a number");
+  EXPECT_EQ(why(R"([{"l2": -1}])"), "metrics JSON, output 0: metric 'l2' is negative");
+  EXPECT_EQ(why(R"([{"l2": 1}, {"l2": 1, "l2": 2}])"), "metrics JSON, output 1: metric 'l2' given twice");
+  EXPECT_EQ(why(R"([{"finite": 1}])"), "metrics JSON, output 0: 'finite' must be true or false");
+  EXPECT_EQ(why(R"([{"l2": 1}, {"note": 1}])"), "metrics JSON, output 1: unknown metric 'note' (linf, l1, l2, cos, l0, finite)");
+  // A repeated key nested in a value is not a repeated metric (the value is refused for itself).
+  EXPECT_EQ(why(R"([{"l2": {"a": 1, "a": 2}}])"), "metrics JSON, output 0: metric 'l2' is not a number");
+  // Any JSON spelling of a name or number is the same name or number.
+  auto escaped = parse_metrics_json(R"([{"l\u0032": 25E-2, "cos": -0.5}])");
+  ASSERT_TRUE(escaped.is_ok()) << escaped.status().to_string();
+  ASSERT_EQ(escaped->size(), 1u);
+  EXPECT_EQ((*escaped)[0].l2, 0.25);
+  EXPECT_EQ((*escaped)[0].cos, -0.5);
 }
 
 }  // namespace

@@ -507,6 +507,27 @@ TEST_F(TunerDatabase, ExportsOneJsonObjectPerLine) {
   }
 }
 
+// nlohmann writes nested values recursively: metrics nested deeper than 256 levels (a row edited by
+// hand) are exported as their text, so that no row can overflow the stack.
+TEST_F(TunerDatabase, ExportKeepsDeeplyNestedMetricsAsText) {
+  auto db = open_ok(file("t.db"));
+  ASSERT_TRUE(db);
+  CandidateRecord shallow = sample("a=1");
+  shallow.metrics_json = std::string(200, '[') + std::string(200, ']');
+  CandidateRecord deep = sample("b=1", 1);
+  deep.metrics_json = std::string(1000000, '[') + std::string(1000000, ']');
+  ASSERT_TRUE(db->insert(shallow).is_ok());
+  ASSERT_TRUE(db->insert(deep).is_ok());
+  const std::string out = file("export.jsonl");
+  ASSERT_TRUE(db->export_jsonl(out).is_ok());
+  std::ifstream f(out, std::ios::binary);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("\"metrics\":" + shallow.metrics_json + ","), std::string::npos);
+  EXPECT_NE(lines[1].find("\"metrics\":\"" + deep.metrics_json + "\","), std::string::npos);
+}
+
 TEST_F(TunerDatabase, ExportToAnUnwritablePathIsAnError) {
   auto db = open_ok(file("t.db"));
   ASSERT_TRUE(db);
@@ -603,9 +624,10 @@ TEST_F(TunerDatabase, ValidateCandidateAcceptsWhatTheTunerWritesOnly) {
   EXPECT_EQ(why([](CandidateRecord& r) { r.threads = 0; }), "threads is 0");
   EXPECT_EQ(why([](CandidateRecord& r) { r.unix_time = -5; }), "unix_time is -5.000000");
   EXPECT_EQ(why([](CandidateRecord& r) { r.metrics_json = "{not json"; }),
-            "metrics JSON at byte 0: expected '[' (a list of per-output metrics)");
+            "metrics JSON at byte 2: syntax error while parsing object key - invalid literal; last read: '{no'; expected "
+            "string literal");
   EXPECT_EQ(why([](CandidateRecord& r) { r.metrics_json = R"([{"l2": 0.1, "note": "\"l2\": 5"}])"; }),
-            "metrics JSON at byte 21: unknown metric 'note' (linf, l1, l2, cos, l0, finite)");
+            "metrics JSON, output 0: unknown metric 'note' (linf, l1, l2, cos, l0, finite)");
 
   std::vector<std::string> skipped;
   CandidateRecord bad = good;
