@@ -367,6 +367,7 @@ Status TuneSession::calibrate_once(const builder::BuildOptions& bopts) {
   builder::Route route = opts_.fixed;
   route.values["precision.default"] = quantized;
   builder::BuildOptions o = bopts;
+  o.knobs = std::make_shared<const builder::KnobSpace>(knobs_);
   o.calibration_dir = opts_.calibration_dir;
   o.calibration_cache = work_ + "/calibration";
   const double t0 = elapsed();
