@@ -1089,13 +1089,9 @@ Buffers group_buffers(Plan& plan, const Lifetimes& lt, const ConcatAliases& ca, 
   return bufs;
 }
 
-}  // namespace
-
-// The build in phases: the graph the route's passes, precisions and layouts give
-// (prepare_graph), a tactic per step (select_step), value lifetimes and kinds, buffers shared by
-// Concat slices, views and in-place steps (group_buffers), and the arena (plan_memory).
-Status calibrate(const ir::Model& m, const Route& route, const BuildOptions& options) {
-  BuildOptions opts = options;
+// What a build starts from: opts with the shape ranges' opt sizes bound, and the knob space (the
+// one opts carries, else computed) with `route` checked against it.
+Result<std::shared_ptr<const KnobSpace>> build_knobs(const ir::Model& m, const Route& route, BuildOptions& opts) {
   TAC_RETURN_IF_ERROR(apply_shape_ranges(m, opts));
   std::shared_ptr<const KnobSpace> knobs = opts.knobs;
   if (!knobs) {
@@ -1103,21 +1099,26 @@ Status calibrate(const ir::Model& m, const Route& route, const BuildOptions& opt
     knobs = std::make_shared<const KnobSpace>(std::move(computed));
   }
   TAC_RETURN_IF_ERROR(validate_route(route, *knobs));
+  return knobs;
+}
+
+}  // namespace
+
+Status calibrate(const ir::Model& m, const Route& route, const BuildOptions& options) {
+  BuildOptions opts = options;
+  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const KnobSpace> knobs, build_knobs(m, route, opts));
   const Route active = active_route(route, *knobs, nullptr);
   return prepare_graph(m, RouteView(active, *knobs), opts, nullptr, /*calibrate=*/true).status();
 }
 
+// The build in phases: the graph the route's passes, precisions and layouts give
+// (prepare_graph), a tactic per step (select_step), value lifetimes and kinds, buffers shared by
+// Concat slices, views and in-place steps (group_buffers), and the arena (plan_memory).
 Result<Plan> build_plan(const ir::Model& m, const Route& route, const BuildOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   BuildOptions opts = options;
-  TAC_RETURN_IF_ERROR(apply_shape_ranges(m, opts));
-  std::shared_ptr<const KnobSpace> knobs = opts.knobs;
-  if (!knobs) {
-    TAC_ASSIGN_OR_RETURN(KnobSpace computed, knob_space(m, opts));
-    knobs = std::make_shared<const KnobSpace>(std::move(computed));
-  }
+  TAC_ASSIGN_OR_RETURN(std::shared_ptr<const KnobSpace> knobs, build_knobs(m, route, opts));
   const KnobSpace& space = *knobs;
-  TAC_RETURN_IF_ERROR(validate_route(route, space));
   Plan plan;
   const Route active = active_route(route, space, &plan.report.inactive);
   RouteView view(active, space);

@@ -167,19 +167,27 @@ struct Rewriter {
     ++(low == DType::float16 ? report->fp16_nodes : report->bf16_nodes);
   }
 
+  // The calibrated range of n's activation input (placeholders without calibration: the knob
+  // space needs only the graph's structure), its |max| 1 where the data gave none usable.
+  Result<Calibration::Range> input_range(const ir::Node& n, const Calibration* calib) const {
+    Calibration::Range range{1.0f, false};
+    if (calib) {
+      const std::string& name = value(g, n.inputs[0]).name;
+      auto it = calib->ranges.find(name);
+      if (it == calib->ranges.end()) return internal_error(n.label() + ": no calibration range for input '" + name + "'");
+      range = it->second;
+    }
+    if (!(range.absmax > 0 && std::isfinite(range.absmax))) range.absmax = 1.0f;
+    return range;
+  }
+
   // Node `n` computes in fp8 on CUDA (see precision.h): as in fp16, marked for the cublaslt_fp8
   // tactics with the calibrated |max| of its activation input.
   Status lower_fp8(ir::Node& n, const Calibration* calib) {
     if (!fp8_candidate(g, n))
       return invalid_argument("precision." + n.name + "=fp8: " + n.label() +
                               " cannot compute in fp8 (needs constant 2-D weights with both dims multiples of 16)");
-    float absmax = 1.0f;
-    if (calib) {
-      auto it = calib->ranges.find(value(g, n.inputs[0]).name);
-      if (it == calib->ranges.end())
-        return internal_error(n.label() + ": no calibration range for input '" + value(g, n.inputs[0]).name + "'");
-      if (it->second.absmax > 0 && std::isfinite(it->second.absmax)) absmax = it->second.absmax;
-    }
+    TAC_ASSIGN_OR_RETURN(const Calibration::Range range, input_range(n, calib));
     lower_low(n, DType::float16);
     --report->fp16_nodes;
     ++report->fp8_nodes;
@@ -189,7 +197,7 @@ struct Rewriter {
     n.attrs["tac_math"] = math;
     ir::Attribute amax;
     amax.type = ir::Attribute::Type::f;
-    amax.f = absmax;
+    amax.f = range.absmax;
     n.attrs["tac_fp8_amax"] = amax;
     return Status::ok();
   }
@@ -206,15 +214,9 @@ struct Rewriter {
       n.domain = ir::kInternalDomain;
     }
     const int x = n.inputs[0];
-    Calibration::Range range{1.0f, false};
-    if (calib) {
-      auto it = calib->ranges.find(value(g, x).name);
-      if (it == calib->ranges.end())
-        return internal_error(n.label() + ": no calibration range for input '" + value(g, x).name + "'");
-      range = it->second;
-    }
+    TAC_ASSIGN_OR_RETURN(const Calibration::Range range, input_range(n, calib));
     const bool u8 = range.nonnegative;
-    const float absmax = range.absmax > 0 && std::isfinite(range.absmax) ? range.absmax : 1.0f;
+    const float absmax = range.absmax;
     const float x_scale = absmax / (u8 ? 255.0f : 127.0f);
     // Weights: symmetric per output channel (conv: W's axis 0; matmul: B's column, or its row
     // with transB).

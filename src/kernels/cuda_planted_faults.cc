@@ -1,35 +1,15 @@
-// Planted faults on the CUDA backend (as planted_faults.cc on the CPU): FusedConv and Relu tactics that crash the
-// process, hang, write plausible wrong numbers, or make an illegal device memory access (a sticky
-// CUDA error: every later call of the process fails, so the evaluator must be replaced). Offered
-// only when a build asks for them (BuildOptions::planted_faults, `--plant-faults`); ranked last.
-#include <signal.h>
-#include <unistd.h>
-
+// Planted faults on the CUDA backend (as planted_faults.cc on the CPU), on FusedConv and Relu: a
+// crash and a hang (the CPU's own, kernels/planted_faults.h), plausible wrong numbers written on the
+// device, and an illegal device memory access (a sticky CUDA error: every later call of the process
+// fails, so the evaluator must be replaced). Offered only when a build asks for them
+// (BuildOptions::planted_faults, `--plant-faults`); ranked last.
 #include "kernels/cuda_util.h"
+#include "kernels/planted_faults.h"
 
 namespace tac::kernels {
 
 namespace {
 
-Status float_out(const StepDesc& s) {
-  return !s.out_dtypes.empty() && s.out_dtypes[0] == DType::float32 ? Status::ok()
-                                                                    : not_applicable("planted faults act on float32 outputs");
-}
-double last(const StepDesc&) { return 1e30; }
-
-class Crash final : public Kernel {
- public:
-  Status run(std::span<const TensorView>, std::span<const TensorView>, void*) override {
-    raise(SIGSEGV);
-    return internal_error("unreachable");
-  }
-};
-class Hang final : public Kernel {
- public:
-  Status run(std::span<const TensorView>, std::span<const TensorView>, void*) override {
-    for (;;) pause();
-  }
-};
 class Wrong final : public Kernel {
  public:
   Status run(std::span<const TensorView>, std::span<const TensorView> out, void*) override {
@@ -54,10 +34,12 @@ Result<std::unique_ptr<Kernel>> make(const StepDesc&) {
 }  // namespace
 
 std::span<const Tactic> cuda_planted_fault_tactics() {
+  using planted::float_out, planted::last;
   static const Tactic kTable[] = {
 #define TAC_PLANTED(OP)                                                                                                            \
-  {"planted_crash", ir::OpKind::OP, "planted fault: crashes (tests only)", float_out, last, make<Crash>, Backend::cuda},           \
-      {"planted_hang", ir::OpKind::OP, "planted fault: never returns (tests only)", float_out, last, make<Hang>, Backend::cuda},   \
+  {"planted_crash", ir::OpKind::OP, "planted fault: crashes (tests only)", float_out, last, planted::crash, Backend::cuda},        \
+      {"planted_hang", ir::OpKind::OP, "planted fault: never returns (tests only)", float_out, last,                               \
+       planted::hang,  Backend::cuda},                                                                                             \
       {"planted_wrong", ir::OpKind::OP, "planted fault: wrong numbers (tests only)", float_out, last, make<Wrong>, Backend::cuda}, \
       {"planted_cuda_error", ir::OpKind::OP, "planted fault: an illegal device memory access (tests only)", float_out, last,       \
        make<IllegalAccess>,  Backend::cuda}

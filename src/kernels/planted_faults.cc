@@ -1,23 +1,22 @@
 // Planted faults: tactics that fail on purpose, so tests can show that the tuner records a
 // crash, a hang and a wrong answer as that candidate's outcome and still returns a correct best.
 // Offered only when a build asks for them (BuildOptions::planted_faults, `--plant-faults`).
+#include "kernels/planted_faults.h"
+
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstring>
-
-#include "kernels/tactic.h"
-
 namespace tac::kernels {
 
-namespace {
+namespace planted {
 
 Status float_out(const StepDesc& s) {
   return !s.out_dtypes.empty() && s.out_dtypes[0] == DType::float32 ? Status::ok()
                                                                      : not_applicable("planted faults act on float32 outputs");
 }
-// Ranked last: the default route never takes a planted fault; only a search or a pin does.
 double last(const StepDesc&) { return 1e30; }
+
+namespace {
 
 class Crash final : public Kernel {
  public:
@@ -32,6 +31,16 @@ class Hang final : public Kernel {
     for (;;) pause();  // a kernel stuck forever; only the evaluator's timeout ends it
   }
 };
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> crash(const StepDesc&) { return std::unique_ptr<Kernel>(new Crash()); }
+Result<std::unique_ptr<Kernel>> hang(const StepDesc&) { return std::unique_ptr<Kernel>(new Hang()); }
+
+}  // namespace planted
+
+namespace {
+
 class Wrong final : public Kernel {
  public:
   Status run(std::span<const TensorView>, std::span<const TensorView> out, void*) override {
@@ -42,21 +51,19 @@ class Wrong final : public Kernel {
   }
 };
 
-template <class K>
-Result<std::unique_ptr<Kernel>> make(const StepDesc&) {
-  return std::unique_ptr<Kernel>(new K());
-}
+Result<std::unique_ptr<Kernel>> wrong(const StepDesc&) { return std::unique_ptr<Kernel>(new Wrong()); }
 
 }  // namespace
 
 std::span<const Tactic> planted_fault_tactics() {
+  using planted::float_out, planted::last;
   static const Tactic kTable[] = {
-      {"planted_crash", ir::OpKind::FusedConv, "planted fault: crashes (tests only)", float_out, last, make<Crash>},
-      {"planted_hang", ir::OpKind::FusedConv, "planted fault: never returns (tests only)", float_out, last, make<Hang>},
-      {"planted_wrong", ir::OpKind::FusedConv, "planted fault: wrong numbers (tests only)", float_out, last, make<Wrong>},
-      {"planted_crash", ir::OpKind::Relu, "planted fault: crashes (tests only)", float_out, last, make<Crash>},
-      {"planted_hang", ir::OpKind::Relu, "planted fault: never returns (tests only)", float_out, last, make<Hang>},
-      {"planted_wrong", ir::OpKind::Relu, "planted fault: wrong numbers (tests only)", float_out, last, make<Wrong>},
+      {"planted_crash", ir::OpKind::FusedConv, "planted fault: crashes (tests only)", float_out, last, planted::crash},
+      {"planted_hang", ir::OpKind::FusedConv, "planted fault: never returns (tests only)", float_out, last, planted::hang},
+      {"planted_wrong", ir::OpKind::FusedConv, "planted fault: wrong numbers (tests only)", float_out, last, wrong},
+      {"planted_crash", ir::OpKind::Relu, "planted fault: crashes (tests only)", float_out, last, planted::crash},
+      {"planted_hang", ir::OpKind::Relu, "planted fault: never returns (tests only)", float_out, last, planted::hang},
+      {"planted_wrong", ir::OpKind::Relu, "planted fault: wrong numbers (tests only)", float_out, last, wrong},
   };
   return kTable;
 }
